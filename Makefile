@@ -1,0 +1,43 @@
+# raspi-tf: the commands of the README. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export PATH := $(abspath $(BIN)):$(PATH)
+export ANSIBLE_FORCE_COLOR ?= 1
+
+.PHONY: help install train test lint unit integration clean
+
+help: ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(BIN)/ansible-playbook: requirements.txt requirements-tf-keras.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install -r requirements.txt
+	$(BIN)/python -m pip install --no-deps -r requirements-tf-keras.txt
+	@touch $@
+
+install: $(BIN)/ansible-playbook ## build .venv with everything pinned (once)
+
+train: install ## provision the local cluster and train mnist_cnn on it
+	ansible-playbook site.yml
+	ansible-playbook train.yml -e model=mnist_cnn
+
+lint: install ## ruff, mypy, ansible-lint and playbook syntax checks
+	ruff check .
+	ruff format --check .
+	mypy
+	ansible-lint
+	for p in site.yml train.yml playbooks/*.yml; do ansible-playbook --syntax-check $$p || exit 1; done
+
+unit: install ## fast tests: cluster rules, registry, data, rendered TF_CONFIGs
+	pytest -m "not integration"
+
+integration: install ## real local runs through the playbooks (minutes)
+	pytest -m integration
+
+test: lint unit integration ## every test
+
+clean: ## remove the venv, caches and runs
+	rm -rf $(VENV) .cache runs .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,165 @@
+"""Local launcher: starts every task, ends the run with the chief, leaves nothing running."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from training import launcher
+from training.launcher import pid_alive
+
+# A stand-in for `python -m training train`: behaves by its TF_CONFIG task name.
+FAKE_TASK = textwrap.dedent(
+    """
+    import json, os, sys, time
+    task = json.loads(os.environ["TF_CONFIG"])["task"]
+    name = f"{task['type']}-{task['index']}"
+    plan = json.loads(os.environ["FAKE_PLAN"]).get(name, "serve")
+    print(f"{name} up", flush=True)
+    if plan == "serve":
+        while True:
+            time.sleep(1)
+    kind, seconds, code = plan.split(":")
+    time.sleep(float(seconds))
+    print(f"{name} exiting with {code}", flush=True)
+    sys.exit(int(code))
+    """
+)
+
+
+def make_run(tmp_path: Path, plan: dict[str, str], servers: set[str], chief: str) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    script = tmp_path / "fake_task.py"
+    script.write_text(FAKE_TASK)
+    names = sorted({*plan, *servers, chief})
+    tasks = [
+        {
+            "name": n,
+            "server": n in servers,
+            "tf_config": {
+                "cluster": {},
+                "task": {"type": n.split("-")[0], "index": int(n.split("-")[1])},
+            },
+        }
+        for n in names
+    ]
+    spec = {
+        "command": [sys.executable, str(script)],
+        "tasks": tasks,
+        "chief": chief,
+        "env": {"FAKE_PLAN": json.dumps(plan)},
+        "stop_grace_seconds": 5,
+    }
+    (run / launcher.SPEC_FILE).write_text(json.dumps(spec))
+    return run
+
+
+def launch(run: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "training", "launch", "--run-dir", str(run)],
+        cwd=Path(__file__).resolve().parents[1],
+    )
+
+
+def task_pids(run: Path) -> list[int]:
+    return [t["pid"] for t in launcher.read_state(run)["tasks"].values()]
+
+
+def test_ps_servers_are_stopped_when_the_chief_succeeds(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {"chief-0": "exit:1:0"}, {"ps-0", "worker-0", "worker-1"}, "chief-0")
+    assert launch(run).wait(timeout=60) == 0
+    state = launcher.read_state(run)
+    assert state["state"] == "succeeded"
+    assert set(state["tasks"]) == {"chief-0", "ps-0", "worker-0", "worker-1"}
+    assert not any(pid_alive(p) for p in task_pids(run))
+    assert "chief-0 up" in (run / "logs" / "chief-0.log").read_text()
+
+
+def test_workers_finishing_after_the_chief_get_their_grace(tmp_path: Path) -> None:
+    plan = {"worker-0": "exit:1:0", "worker-1": "exit:2:0"}
+    run = make_run(tmp_path, plan, set(), "worker-0")
+    assert launch(run).wait(timeout=60) == 0
+    state = launcher.read_state(run)
+    assert state["tasks"]["worker-1"]["returncode"] == 0  # finished by itself, not killed
+
+
+def test_a_failing_task_fails_the_run_and_stops_the_others(tmp_path: Path) -> None:
+    plan = {"worker-0": "exit:30:0", "worker-1": "exit:1:3"}
+    run = make_run(tmp_path, plan, set(), "worker-0")
+    started = time.monotonic()
+    assert launch(run).wait(timeout=60) == 1
+    assert time.monotonic() - started < 20  # not the 30 s the chief would have run
+    status = launcher.status(run)
+    assert status["state"] == "failed" and status["done"] and not status["ok"]
+    assert "worker-1 exited with code 3" in status["line"]
+    assert "worker-1 exiting with 3" in status["log_tail"]
+    assert not any(pid_alive(p) for p in task_pids(run))
+
+
+def test_stop_ends_every_task(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {"chief-0": "exit:600:0"}, {"ps-0", "worker-0"}, "chief-0")
+    proc = launch(run)
+    deadline = time.monotonic() + 30
+    while launcher.read_state(run).get("state") != "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(task_pids(run)) == 3
+    result = launcher.stop(run)
+    assert proc.wait(timeout=30) == 3
+    assert result["state"] == "stopped"
+    assert not any(pid_alive(p) for p in task_pids(run))
+
+
+def test_tasks_die_with_a_killed_launcher(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {"chief-0": "exit:600:0"}, {"ps-0"}, "chief-0")
+    proc = launch(run)
+    deadline = time.monotonic() + 30
+    while launcher.read_state(run).get("state") != "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pids = task_pids(run)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(pid_alive(p) for p in pids)
+    assert launcher.status(run)["state"] == "failed"  # the follower notices the dead launcher
+
+
+def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    started = time.monotonic()
+    assert launcher.follow(run, wait=1.0)["line"].startswith("waiting for the chief")
+    assert time.monotonic() - started >= 1.0
+    (run / "progress.jsonl").write_text(
+        json.dumps(
+            {
+                "event": "start",
+                "epochs": 8,
+                "steps_per_epoch": 31,
+                "model": "m",
+                "strategy": "s",
+                "tasks": ["a", "b"],
+            }
+        )
+        + "\n"
+    )
+    assert "training started: m with s on 2 task(s)" in launcher.follow(run, wait=5.0)["line"]
+
+
+def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "launch.json"
+    spec.write_text(
+        json.dumps({"command": ["true"], "tasks": [{"name": "worker-0"}], "chief": "chief-0"})
+    )
+    with pytest.raises(launcher.LaunchError, match="chief 'chief-0' is not one of its tasks"):
+        launcher.load_spec(spec)

@@ -1,0 +1,42 @@
+"""Model registry: names, unknown models, adding a model by adding one module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training import models
+
+
+def test_known_models() -> None:
+    assert {"mnist_mlp", "mnist_cnn", "mnist_lstm"} <= set(models.available())
+    assert not any(name.startswith("_") for name in models.available())
+
+
+def test_unknown_model_lists_the_known_ones() -> None:
+    with pytest.raises(
+        models.UnknownModelError, match="known models: mnist_cnn, mnist_lstm, mnist_mlp"
+    ):
+        models.get("resnet50")
+
+
+def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tiny_linear.py").write_text(
+        "def build(learning_rate):\n    return ('tiny', learning_rate)\n"
+    )
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    assert "tiny_linear" in models.available()
+    assert models.get("tiny_linear")(0.5) == ("tiny", 0.5)
+
+
+@pytest.mark.parametrize(
+    ("name", "weights"), [("mnist_mlp", 79_510), ("mnist_cnn", 34_826), ("mnist_lstm", 81_674)]
+)
+def test_models_map_images_to_ten_logits(name: str, weights: int) -> None:
+    model = models.get(name)(0.001)
+    out = model(np.zeros((3, 28, 28), dtype=np.float32))
+    assert tuple(out.shape) == (3, 10)
+    assert model.count_params() == weights
+    assert model.optimizer.learning_rate.numpy() == pytest.approx(0.001)

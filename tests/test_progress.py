@@ -1,0 +1,38 @@
+"""Progress lines a user reads while a run goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from training.progress import ProgressWriter, describe, read_events
+
+
+def test_progress_lines(tmp_path: Path) -> None:
+    w = ProgressWriter(tmp_path / "progress.jsonl")
+    w.write(
+        "start",
+        epochs=8,
+        steps_per_epoch=31,
+        model="mnist_cnn",
+        strategy="mwms",
+        tasks=["w0", "w1"],
+    )
+    w.write("epoch", epoch=1, loss=1.2, accuracy=0.61, seconds=3.0, examples_per_second=1322.4)
+    w.write("batch", epoch=2, step=17, loss=0.4567, accuracy=0.88)
+    line = describe(read_events(tmp_path / "progress.jsonl"))
+    assert line == (
+        "epoch 2/8 step 17/31 · loss 0.4567 · accuracy 0.8800 | epoch 1/8: loss 1.2000, "
+        "accuracy 0.6100, 1322 examples/s"
+    )
+    w.write(
+        "end", test_loss=0.1, test_accuracy=0.967, train_seconds=30.0, examples_per_second=900.0
+    )
+    assert describe(read_events(tmp_path / "progress.jsonl")).startswith(
+        "finished: test accuracy 0.9670"
+    )
+
+
+def test_half_written_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "progress.jsonl"
+    path.write_text('{"event": "start", "epochs": 2}\n{"event": "ep')
+    assert [e["event"] for e in read_events(path)] == ["start"]

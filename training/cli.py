@@ -1,0 +1,170 @@
+"""Command line: ``python -m training <command>``.
+
+Commands:
+
+- ``train``: run this process's task (TF_CONFIG from the environment; without
+  it, the whole run in one process).
+- ``prepare-data``: write a dataset's ``.npz`` on the control node.
+- ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
+- ``models``: list the registered models.
+- ``launch``, ``follow``, ``stop``: the local launcher (see :mod:`training.launcher`).
+
+Errors a user can fix exit with status 2 and one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+
+from training import data as datasets
+from training import models
+from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
+from training.launcher import LaunchError
+from training.train import TrainConfig, TrainError
+
+USER_ERRORS = (
+    ClusterConfigError,
+    datasets.DatasetError,
+    models.UnknownModelError,
+    TrainError,
+    LaunchError,
+)
+
+
+def _train_flags(parser: argparse.ArgumentParser) -> None:
+    d = TrainConfig()
+    parser.add_argument("--model", default=d.model, help="model name (default %(default)s)")
+    parser.add_argument("--dataset", default=d.dataset, help="dataset name (default %(default)s)")
+    parser.add_argument("--data-dir", default=d.data_dir, help="folder of staged datasets")
+    parser.add_argument(
+        "--strategy",
+        default=d.strategy,
+        choices=list(STRATEGY_JOBS),
+        help="distribution strategy (default %(default)s)",
+    )
+    parser.add_argument("--epochs", type=int, default=d.epochs, help="passes over the training set")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        help="examples per worker per step; global batch = this x replicas (default %(default)s)",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=float,
+        default=d.learning_rate,
+        help="Adam step size (default: the model's LEARNING_RATE, else 0.001)",
+    )
+    parser.add_argument("--output-dir", default=d.output_dir, help="run folder (chief writes here)")
+    parser.add_argument("--seed", type=int, default=d.seed, help="shuffle and init seed")
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=d.progress_interval,
+        help="least seconds between progress lines",
+    )
+    parser.add_argument("--run-id", default=d.run_id, help="run name recorded in the metrics")
+
+
+def _config(args: argparse.Namespace) -> TrainConfig:
+    return TrainConfig(**{f.name: getattr(args, f.name) for f in fields(TrainConfig)})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m training``."""
+    parser = argparse.ArgumentParser(prog="python -m training", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="run this process's task of a run")
+    _train_flags(train)
+
+    check = sub.add_parser("check", help="validate TF_CONFIG, model and dataset; start nothing")
+    _train_flags(check)
+    check.add_argument("--tf-config-file", type=Path, help="read TF_CONFIG from this file")
+    check.add_argument("--no-data", action="store_true", help="do not look for the dataset file")
+
+    prep = sub.add_parser("prepare-data", help="write <data-dir>/<dataset>.npz")
+    prep.add_argument("--dataset", required=True, choices=sorted(datasets.PREPARERS))
+    prep.add_argument("--data-dir", required=True, type=Path)
+    prep.add_argument("--source", type=Path, help="downloaded file, for datasets fetched by URL")
+
+    sub.add_parser("models", help="list the registered models as JSON")
+
+    launch = sub.add_parser("launch", help="run a local cluster from a launch spec")
+    launch.add_argument("--run-dir", required=True, type=Path)
+    launch.add_argument("--spec", type=Path, help="launch spec (default <run-dir>/launch.json)")
+
+    follow = sub.add_parser("follow", help="wait for progress of a local run; print JSON")
+    follow.add_argument("--run-dir", required=True, type=Path)
+    follow.add_argument("--wait", type=float, default=20.0, help="most seconds to wait")
+
+    stop = sub.add_parser("stop", help="stop a local run and all its tasks")
+    stop.add_argument("--run-dir", required=True, type=Path)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a command; return the process exit status (0 ok, 1 failed, 2 user error)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # absl logs every checkpoint shard at INFO: noise in the task logs.
+    logging.getLogger("absl").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    try:
+        return _dispatch(args)
+    except USER_ERRORS as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    from training import launcher
+
+    if args.command == "train":
+        from training.train import run
+
+        metrics = run(_config(args))
+        if metrics:
+            print(
+                f"{metrics['model']} with {metrics['strategy']} on {len(metrics['tasks'])} "
+                f"task(s): test accuracy {metrics['test_accuracy']:.4f}, "
+                f"{metrics['train_seconds']:.1f} s, {metrics['examples_per_second']:.0f} examples/s"
+            )
+        return 0
+    if args.command == "check":
+        from training.train import check
+
+        if args.tf_config_file:
+            os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
+        if args.no_data:
+            parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
+            models.get(args.model)
+        else:
+            check(_config(args))
+        return 0
+    if args.command == "prepare-data":
+        path = datasets.prepare(args.dataset, args.data_dir, args.source)
+        print(path)
+        return 0
+    if args.command == "models":
+        print(json.dumps(models.available()))
+        return 0
+    if args.command == "launch":
+        return launcher.launch(args.run_dir, args.spec or args.run_dir / launcher.SPEC_FILE)
+    if args.command == "follow":
+        print(json.dumps(launcher.follow(args.run_dir, args.wait)))
+        return 0
+    if args.command == "stop":
+        print(json.dumps(launcher.stop(args.run_dir)))
+        return 0
+    raise AssertionError(args.command)

@@ -1,0 +1,378 @@
+"""Local launcher: runs every task of a one-machine cluster as a child process.
+
+On real nodes each task is a systemd unit. A laptop or CI machine may have no
+systemd, so for the local inventory ``train.yml`` starts this launcher in the
+background instead. It does for one machine what the units and ``train.yml``
+do on nodes:
+
+- starts the ps and worker tasks, then the chief, each with its own
+  TF_CONFIG, its output in ``<run>/logs/<task>.log``;
+- when the chief exits, gives the tasks that finish by themselves
+  (multi_worker_mirrored workers) a grace period, then stops the rest
+  (parameter_server's ps and worker servers never exit on their own);
+- when any task fails, or the launcher is told to stop (SIGTERM, SIGINT,
+  ``python -m training stop``), stops every task it started;
+- records its state in ``<run>/launcher.json`` for ``follow`` and ``stop``.
+
+Children get ``PR_SET_PDEATHSIG`` so they die with the launcher even if it is
+killed with SIGKILL: nothing is left running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from training.progress import PROGRESS_FILE, describe, read_events
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "launcher.json"
+SPEC_FILE = "launch.json"
+LOG_DIR = "logs"
+FINAL_STATES = ("succeeded", "failed", "stopped")
+#: Seconds between SIGTERM and SIGKILL when stopping a task.
+KILL_AFTER = 10.0
+POLL = 0.5
+PR_SET_PDEATHSIG = 1
+
+
+class LaunchError(RuntimeError):
+    """A launch spec that cannot run, or a run folder without a launcher."""
+
+
+@dataclass
+class _Child:
+    name: str
+    server: bool
+    process: subprocess.Popen[bytes]
+    log_handle: IO[bytes]
+    returncode: int | None = None
+
+
+@dataclass
+class Launcher:
+    """Supervises the tasks of one launch spec (see :func:`load_spec`).
+
+    Attributes:
+        run_dir: the run folder; the state file and logs go there.
+        spec: the parsed launch spec.
+    """
+
+    run_dir: Path
+    spec: dict[str, Any]
+    children: dict[str, _Child] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    stop_requested: str = ""
+
+    def _write_state(self, **changes: Any) -> None:
+        self.state.update(changes)
+        self.state["tasks"] = {
+            c.name: {
+                "pid": c.process.pid,
+                "returncode": c.returncode,
+                "state": "running" if c.returncode is None else "exited",
+                "log": f"{LOG_DIR}/{c.name}.log",
+            }
+            for c in self.children.values()
+        }
+        tmp = self.run_dir / f".{STATE_FILE}.tmp"
+        tmp.write_text(json.dumps(self.state, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(self.run_dir / STATE_FILE)
+
+    def _start(self, task: dict[str, Any]) -> None:
+        env = {**os.environ, **{k: str(v) for k, v in self.spec.get("env", {}).items()}}
+        env["TF_CONFIG"] = json.dumps(task["tf_config"], sort_keys=True)
+        (self.run_dir / LOG_DIR).mkdir(parents=True, exist_ok=True)
+        handle = (self.run_dir / LOG_DIR / f"{task['name']}.log").open("ab")
+        process = subprocess.Popen(
+            [str(arg) for arg in self.spec["command"]],
+            cwd=self.spec.get("cwd") or None,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        self.children[task["name"]] = _Child(
+            task["name"], bool(task.get("server")), process, handle
+        )
+        log.info("started %s (pid %d)", task["name"], process.pid)
+
+    def _poll(self) -> list[_Child]:
+        exited = []
+        for child in self.children.values():
+            if child.returncode is None and child.process.poll() is not None:
+                child.returncode = child.process.returncode
+                child.log_handle.close()
+                exited.append(child)
+        return exited
+
+    def _stop_all(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(
+            c.returncode is None and not c.server for c in self.children.values()
+        ):
+            time.sleep(POLL)
+            self._poll()
+        for sig, wait in ((signal.SIGTERM, KILL_AFTER), (signal.SIGKILL, KILL_AFTER)):
+            alive = [c for c in self.children.values() if c.returncode is None]
+            for child in alive:
+                _signal_group(child.process.pid, sig)
+            deadline = time.monotonic() + wait
+            while (
+                time.monotonic() < deadline
+                and self._poll() is not None
+                and any(c.returncode is None for c in self.children.values())
+            ):
+                time.sleep(POLL)
+        self._poll()
+
+    def run(self) -> int:
+        """Start the tasks and supervise them until the run ends.
+
+        Returns:
+            0 when the chief succeeded, 1 when a task failed, 3 when stopped.
+        """
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        chief = self.spec["chief"]
+        grace = float(self.spec.get("stop_grace_seconds", 30))
+        self._write_state(
+            pid=os.getpid(),
+            state="starting",
+            started=time.time(),
+            chief=chief,
+            reason="",
+            finished=None,
+        )
+        ordered = sorted(self.spec["tasks"], key=lambda t: t["name"] == chief)
+        for task in ordered:
+            if self.stop_requested:
+                break
+            self._start(task)
+        self._write_state(state="running")
+        outcome, reason = "", ""
+        while not outcome:
+            if self.stop_requested:
+                outcome, reason = "stopped", f"stopped by {self.stop_requested}"
+                grace = 0.0
+                break
+            for child in self._poll():
+                self._write_state()
+                if child.name == chief:
+                    outcome = "succeeded" if child.returncode == 0 else "failed"
+                    reason = f"chief {chief} exited with code {child.returncode}"
+                elif child.returncode != 0 or child.server:
+                    outcome = "failed"
+                    reason = f"task {child.name} exited with code {child.returncode}"
+                    grace = 0.0
+                if outcome:
+                    break
+            else:
+                time.sleep(POLL)
+        log.info("run %s: %s", outcome, reason)
+        self._write_state(state="stopping", reason=reason)
+        self._stop_all(grace if outcome == "succeeded" else 0.0)
+        self._write_state(state=outcome, reason=reason, finished=time.time())
+        return {"succeeded": 0, "failed": 1, "stopped": 3}[outcome]
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stop_requested = signal.Signals(signum).name
+
+
+def _die_with_parent() -> None:
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def load_spec(path: Path) -> dict[str, Any]:
+    """Read and check a launch spec.
+
+    The spec is JSON: ``command`` (argv list run for every task), ``tasks``
+    (list of ``{"name", "tf_config", "server"}``), ``chief`` (a task name),
+    optional ``env`` (dict), ``cwd`` and ``stop_grace_seconds`` (seconds the
+    non-server tasks get to finish after the chief, default 30).
+
+    Raises:
+        LaunchError: unreadable, or a required key missing.
+    """
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise LaunchError(f"cannot read launch spec {path}: {err}") from None
+    for key in ("command", "tasks", "chief"):
+        if key not in spec:
+            raise LaunchError(f"launch spec {path} has no {key!r}")
+    if spec["chief"] not in {t["name"] for t in spec["tasks"]}:
+        raise LaunchError(f"launch spec {path}: chief {spec['chief']!r} is not one of its tasks")
+    return spec
+
+
+def read_state(run_dir: Path) -> dict[str, Any]:
+    """The launcher's last recorded state, or ``{}`` if it has not written one."""
+    try:
+        return dict(json.loads((run_dir / STATE_FILE).read_text(encoding="utf-8")))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def pid_alive(pid: int | None) -> bool:
+    """True if a process with this pid exists (and is not a zombie)."""
+    if not pid:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
+def active_run(runs_dir: Path) -> Path | None:
+    """A run folder under ``runs_dir`` whose launcher is still alive, if any."""
+    if not runs_dir.is_dir():
+        return None
+    for run_dir in sorted(runs_dir.iterdir()):
+        if run_dir.is_symlink() or not run_dir.is_dir():
+            continue
+        state = read_state(run_dir)
+        if state.get("state") not in FINAL_STATES and pid_alive(state.get("pid")):
+            return run_dir
+    return None
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a text file, or '' if it is missing."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 16384))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def status(run_dir: Path) -> dict[str, Any]:
+    """The run's state for a follower.
+
+    Returns:
+        ``{"state", "done", "ok", "line", "reason", "log_tail"}``: ``line`` is
+        one human line of progress; ``log_tail`` the last lines of the task
+        that failed, when one did.
+    """
+    state = read_state(run_dir)
+    events = read_events(run_dir / PROGRESS_FILE)
+    current = state.get("state", "starting")
+    if current not in FINAL_STATES and state and not pid_alive(state.get("pid")):
+        current, state["reason"] = "failed", "the launcher died; see logs/launcher.log"
+    line = describe(events)
+    log_tail = ""
+    reason = state.get("reason", "")
+    if current in ("failed", "stopped"):
+        failed = [
+            n for n, t in state.get("tasks", {}).items() if t.get("returncode") not in (0, None)
+        ]
+        culprit = reason.split()[1] if reason.startswith(("task ", "chief ")) else ""
+        name = culprit or (failed[0] if failed else "launcher")
+        log_tail = tail(run_dir / LOG_DIR / f"{name}.log")
+        line = f"{current}: {reason}"
+    elif current == "succeeded":
+        line = describe(events)
+    return {
+        "state": current,
+        "done": current in FINAL_STATES,
+        "ok": current == "succeeded",
+        "line": line,
+        "reason": reason,
+        "log_tail": log_tail,
+    }
+
+
+def follow(run_dir: Path, wait: float) -> dict[str, Any]:
+    """Wait until the run's progress or state changes, or ``wait`` seconds pass.
+
+    Returns:
+        :func:`status` of the run at that moment.
+
+    Raises:
+        LaunchError: ``run_dir`` does not exist.
+    """
+    if not run_dir.is_dir():
+        raise LaunchError(f"run folder {run_dir} does not exist")
+
+    def snapshot() -> tuple[Any, ...]:
+        files = (run_dir / PROGRESS_FILE, run_dir / STATE_FILE)
+        return tuple(f.stat().st_mtime_ns if f.exists() else 0 for f in files)
+
+    before = snapshot()
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        current = status(run_dir)
+        if current["done"] or snapshot() != before:
+            return current
+        time.sleep(POLL)
+    return status(run_dir)
+
+
+def stop(run_dir: Path, timeout: float = 60.0) -> dict[str, Any]:
+    """Stop a run's launcher and all its tasks; wait for them to be gone.
+
+    Returns:
+        The final :func:`status`.
+    """
+    state = read_state(run_dir)
+    pid = int(state.get("pid") or 0)
+    if pid_alive(pid) and _is_launcher(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and pid_alive(pid):
+            time.sleep(POLL)
+    for task in read_state(run_dir).get("tasks", {}).values():
+        if pid_alive(task.get("pid")) and _is_launcher(task["pid"], "training"):
+            _signal_group(task["pid"], signal.SIGKILL)
+    return status(run_dir)
+
+
+def _is_launcher(pid: int, needle: str = "training") -> bool:
+    try:
+        return needle in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return False
+
+
+def launch(run_dir: Path, spec_path: Path) -> int:
+    """Run the launcher in this process until the run ends; see :meth:`Launcher.run`."""
+    spec = load_spec(spec_path)
+    (run_dir / LOG_DIR).mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / LOG_DIR / "launcher.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s launcher: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    launcher = Launcher(run_dir, spec)
+    try:
+        return launcher.run()
+    except Exception as err:
+        log.exception("launcher crashed")
+        launcher._stop_all(0.0)
+        launcher._write_state(
+            state="failed", reason=f"the launcher crashed: {err!r}", finished=time.time()
+        )
+        return 1

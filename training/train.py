@@ -1,0 +1,269 @@
+"""One task of a training run: strategy first, then data, model, ``fit``, save, evaluate.
+
+The same code runs every task; TF_CONFIG says which one. Only the chief
+writes the model, the TensorBoard logs, the progress file and the metrics
+JSON to the real output folder; every other task writes to a temporary
+folder that it removes when it ends (the pattern of TensorFlow's
+"Multi-worker training with Keras" tutorial).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from training import data as datasets
+from training import models
+from training.cluster import TFConfig, parse_tf_config
+from training.progress import PROGRESS_FILE, ProgressWriter, make_callback
+
+log = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.json"
+MODEL_FILE = "model.keras"
+TENSORBOARD_DIR = "tensorboard"
+BACKUP_DIR = "backup"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything a task needs besides TF_CONFIG; one field per command-line flag.
+
+    Attributes:
+        model: a name from :func:`training.models.available`.
+        dataset: a name from :data:`training.data.PREPARERS`.
+        data_dir: folder holding the staged ``<dataset>.npz``.
+        strategy: ``multi_worker_mirrored`` or ``parameter_server``.
+        epochs: passes over the training set.
+        batch_size: examples per worker per step (the per-worker batch).
+        learning_rate: Adam step size; None takes the model's ``LEARNING_RATE``.
+        output_dir: the run folder; only the chief writes into it.
+        seed: shuffle and weight-initialisation seed, the same on all tasks.
+        progress_interval: least seconds between two progress lines.
+        run_id: the run's name, recorded in the metrics.
+    """
+
+    model: str = "mnist_cnn"
+    dataset: str = "mnist_5k"
+    data_dir: str = "data"
+    strategy: str = "multi_worker_mirrored"
+    epochs: int = 8
+    batch_size: int = 64
+    learning_rate: float | None = None
+    output_dir: str = "runs/manual"
+    seed: int = 42
+    progress_interval: float = 10.0
+    run_id: str = ""
+
+
+class TrainError(RuntimeError):
+    """A run that cannot start: bad flags, a missing dataset file."""
+
+
+def check(config: TrainConfig) -> TFConfig | None:
+    """Validate everything that can be checked without TensorFlow.
+
+    Returns:
+        The parsed TF_CONFIG, or None when the task trains alone.
+
+    Raises:
+        training.cluster.ClusterConfigError: a bad TF_CONFIG.
+        training.models.UnknownModelError: an unknown model.
+        training.data.DatasetError: a missing or malformed dataset file.
+        TrainError: non-positive epochs, batch size or learning rate.
+    """
+    tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), config.strategy)
+    if (
+        config.epochs < 1
+        or config.batch_size < 1
+        or (config.learning_rate is not None and not config.learning_rate > 0)
+    ):
+        raise TrainError(
+            f"epochs={config.epochs}, batch_size={config.batch_size} and "
+            f"learning_rate={config.learning_rate} must all be positive"
+        )
+    models.get(config.model)
+    path = datasets.dataset_path(config.data_dir, config.dataset)
+    if not path.exists():
+        raise datasets.DatasetError(
+            f"dataset file {path} is missing; run `ansible-playbook site.yml` to stage "
+            f"dataset {config.dataset}"
+        )
+    return tf_config
+
+
+def run(config: TrainConfig) -> dict[str, Any] | None:
+    """Run this process's task of the run to its end.
+
+    Returns:
+        The metrics dict on the chief (also written to ``metrics.json``), None
+        on every other task.
+
+    Raises:
+        Every error of :func:`check`, before TensorFlow is imported.
+    """
+    tf_config = check(config)
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    if tf_config is not None and config.strategy == "parameter_server":
+        # Let the coordinator ride out unreachable workers (PS tutorial).
+        os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
+
+    from training.strategy import is_server_task, make_strategy, serve
+
+    if is_server_task(tf_config, config.strategy):
+        assert tf_config is not None
+        serve(tf_config)
+        return None
+
+    started = time.time()
+    strategy = make_strategy(tf_config, config.strategy)  # before any other TF call
+
+    import tensorflow as tf
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(config.seed)
+    is_chief = tf_config is None or tf_config.is_chief
+    task_name = tf_config.task.name if tf_config else "local"
+    real_out = Path(config.output_dir)
+    out = real_out if is_chief else Path(tempfile.mkdtemp(prefix=f"raspi-tf-{task_name}-"))
+    try:
+        return _train(config, tf_config, strategy, is_chief, out, real_out, started, tf, keras)
+    finally:
+        if not is_chief:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _train(
+    config: TrainConfig,
+    tf_config: TFConfig | None,
+    strategy: Any,
+    is_chief: bool,
+    out: Path,
+    real_out: Path,
+    started: float,
+    tf: Any,
+    keras: Any,
+) -> dict[str, Any] | None:
+    data = datasets.load(config.data_dir, config.dataset)
+    ps = config.strategy == "parameter_server" and tf_config is not None
+    replicas = strategy.num_replicas_in_sync
+    workers = tf_config.num_workers if ps and tf_config else replicas
+    # Global batch = per-worker batch x replicas in sync (TensorFlow's
+    # multi-worker tutorial). With parameter_server each step is one worker's
+    # batch, applied asynchronously.
+    global_batch = config.batch_size * replicas
+    steps = datasets.steps_per_epoch(len(data.x_train), global_batch)
+    if ps:
+        train_input = keras.utils.experimental.DatasetCreator(
+            datasets.make_per_worker_dataset_fn(data, global_batch)
+        )
+    else:
+        train_input = datasets.make_train_dataset(data, global_batch, config.seed)
+    learning_rate = config.learning_rate or models.learning_rate(config.model)
+    with strategy.scope():
+        model = models.get(config.model)(learning_rate)
+    # Per-step logs from this worker's own replica: tf_keras' default sums them
+    # over the workers, with one more all-reduce per step.
+    model.distribute_reduction_method = "first"
+
+    out.mkdir(parents=True, exist_ok=True)
+    writer = ProgressWriter(out / PROGRESS_FILE)
+    task_names = [t.name for t in tf_config.tasks] if tf_config else ["local"]
+    writer.write(
+        "start",
+        epochs=config.epochs,
+        steps_per_epoch=steps,
+        model=config.model,
+        strategy=config.strategy if tf_config else "single_process",
+        tasks=task_names,
+    )
+    progress = make_callback(
+        writer, steps, global_batch, config.progress_interval, batch_events=not ps
+    )
+    callbacks = [
+        progress,
+        keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
+    ]
+    if not ps:
+        # Every task names the same folder; tf_keras keeps the chief's copy and
+        # gives the others temporary subfolders.
+        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)))
+
+    log.info(
+        "%s: %s on %s, %d epochs x %d steps, global batch %d (%d per worker x %d replicas)",
+        tf_config.task.name if tf_config else "local",
+        config.model,
+        config.dataset,
+        config.epochs,
+        steps,
+        global_batch,
+        config.batch_size,
+        replicas,
+    )
+    t0 = time.monotonic()
+    history = model.fit(
+        train_input,
+        epochs=config.epochs,
+        steps_per_epoch=steps,
+        callbacks=callbacks,
+        verbose=0,
+    )
+    train_seconds = time.monotonic() - t0
+
+    model_path = out / MODEL_FILE
+    model.save(model_path)  # every MWMS worker saves: saving may run collectives
+    if not is_chief:
+        return None
+
+    x_test, y_test = datasets.test_arrays(data)
+    restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
+    test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
+    examples = config.epochs * steps * global_batch
+    metrics: dict[str, Any] = {
+        "run_id": config.run_id,
+        "config": asdict(config),
+        "model": config.model,
+        "dataset": config.dataset,
+        "strategy": config.strategy if tf_config else "single_process",
+        "cluster": tf_config.cluster if tf_config else {},
+        "tasks": task_names,
+        "num_workers": workers,
+        "num_replicas_in_sync": replicas,
+        "epochs": config.epochs,
+        "learning_rate": learning_rate,
+        "batch_size_per_worker": config.batch_size,
+        "global_batch_size": global_batch,
+        "steps_per_epoch": steps,
+        "train_examples_per_epoch": len(data.x_train),
+        "test_examples": len(x_test),
+        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
+        "epoch_seconds": [round(s, 3) for s in progress.epoch_seconds],
+        "test_loss": float(test_loss),
+        "test_accuracy": float(test_accuracy),
+        "train_seconds": round(train_seconds, 3),
+        "examples_per_second": round(examples / train_seconds, 1),
+        "wall_seconds": round(time.time() - started, 3),
+        "tensorflow_version": tf.__version__,
+        "chief_host": socket.gethostname(),
+        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    tmp = out / f".{METRICS_FILE}.tmp"
+    tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(out / METRICS_FILE)
+    writer.write(
+        "end",
+        test_loss=metrics["test_loss"],
+        test_accuracy=metrics["test_accuracy"],
+        train_seconds=metrics["train_seconds"],
+        examples_per_second=metrics["examples_per_second"],
+    )
+    return metrics
