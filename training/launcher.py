@@ -295,8 +295,10 @@ def status(run_dir: Path) -> dict[str, Any]:
         name = culprit or (failed[0] if failed else "launcher")
         log_tail = tail(run_dir / LOG_DIR / f"{name}.log")
         line = f"{current}: {reason}"
+    elif current == "stopping":
+        line = f"{reason}; stopping the other tasks"
     elif current == "succeeded":
-        line = describe(events)
+        line = f"succeeded, every task stopped; {describe(events)}"
     return {
         "state": current,
         "done": current in FINAL_STATES,
