@@ -36,3 +36,11 @@ def test_half_written_line_is_skipped(tmp_path: Path) -> None:
     path = tmp_path / "progress.jsonl"
     path.write_text('{"event": "start", "epochs": 2}\n{"event": "ep')
     assert [e["event"] for e in read_events(path)] == ["start"]
+
+
+def test_steady_rate_skips_the_first_epoch() -> None:
+    from training.train import steady_rate
+
+    assert steady_rate([10.0, 2.0, 2.0], 1000) == 500.0
+    assert steady_rate([4.0], 1000) == 250.0
+    assert steady_rate([], 1000) == 0.0

@@ -101,6 +101,23 @@ def check(config: TrainConfig) -> TFConfig | None:
     return tf_config
 
 
+def steady_rate(epoch_seconds: list[float], examples_per_epoch: int) -> float:
+    """Examples/s over the epochs after the first, which also traces and warms up.
+
+    Args:
+        epoch_seconds: wall seconds of each epoch, in order.
+        examples_per_epoch: examples one epoch trains on (steps x global batch).
+
+    Returns:
+        The rate in examples/s, rounded to 0.1; over the only epoch if there
+        is one; 0.0 if there is none.
+    """
+    timed = epoch_seconds[1:] or epoch_seconds
+    if not timed:
+        return 0.0
+    return round(examples_per_epoch * len(timed) / sum(timed), 1)
+
+
 def run(config: TrainConfig) -> dict[str, Any] | None:
     """Run this process's task of the run to its end.
 
@@ -247,6 +264,10 @@ def _train(
         "test_examples": len(x_test),
         "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
         "epoch_seconds": [round(s, 3) for s in progress.epoch_seconds],
+        "epoch_examples_per_second": [
+            round(steps * global_batch / s, 1) for s in progress.epoch_seconds
+        ],
+        "steady_examples_per_second": steady_rate(progress.epoch_seconds, steps * global_batch),
         "test_loss": float(test_loss),
         "test_accuracy": float(test_accuracy),
         "train_seconds": round(train_seconds, 3),
