@@ -39,5 +39,5 @@ integration: install ## real local runs through the playbooks (minutes)
 
 test: lint unit integration ## every test
 
-clean: ## remove the venv, caches and runs
-	rm -rf $(VENV) .cache runs .pytest_cache .ruff_cache .mypy_cache
+clean: ## remove the venv and caches (runs/ stays: it holds your models)
+	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache

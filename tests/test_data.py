@@ -26,7 +26,9 @@ def test_split_is_per_class_and_deterministic() -> None:
 
 
 def test_prepare_mnist_5k(tmp_path: Path) -> None:
-    path = data.prepare("mnist_5k", tmp_path)
+    path, written = data.prepare("mnist_5k", tmp_path)
+    assert written
+    assert data.prepare("mnist_5k", tmp_path) == (path, False)
     ds = data.load(tmp_path, "mnist_5k")
     assert path == tmp_path / "mnist_5k.npz"
     assert ds.x_train.shape == (4000, 28, 28) and ds.x_train.dtype == np.uint8
@@ -34,7 +36,7 @@ def test_prepare_mnist_5k(tmp_path: Path) -> None:
     assert np.bincount(ds.y_test).tolist() == [100] * 10
     assert ds.x_train.max() == 255
     # Prepared again, elsewhere: the very same bytes of data.
-    again = data.load(data.prepare("mnist_5k", tmp_path / "again").parent, "mnist_5k")
+    again = data.load(data.prepare("mnist_5k", tmp_path / "again")[0].parent, "mnist_5k")
     np.testing.assert_array_equal(again.x_test, ds.x_test)
 
 
@@ -58,7 +60,7 @@ def test_prepare_mnist_checks_the_sha256(tmp_path: Path, monkeypatch: pytest.Mon
     assert not (tmp_path / "out" / "mnist.npz").exists()
     monkeypatch.setattr(data, "MNIST_SHA256", digest)
     assert data.load(
-        data.prepare("mnist", tmp_path / "out", source).parent, "mnist"
+        data.prepare("mnist", tmp_path / "out", source)[0].parent, "mnist"
     ).x_train.shape == (60, 28, 28)
 
 
@@ -67,9 +69,11 @@ def test_prepare_mnist_without_download_says_how(tmp_path: Path) -> None:
         data.prepare("mnist", tmp_path)
 
 
-def test_missing_dataset_says_run_site_yml(tmp_path: Path) -> None:
-    with pytest.raises(data.DatasetError, match=r"run `ansible-playbook site\.yml`"):
-        data.load(tmp_path, "mnist_5k")
+def test_missing_dataset_says_how_to_stage_it(tmp_path: Path) -> None:
+    with pytest.raises(data.DatasetError, match=r"`ansible-playbook site\.yml -e dataset=mnist`"):
+        data.load(tmp_path, "mnist")
+    with pytest.raises(data.DatasetError, match="dataset 'cifar10' is unknown"):
+        data.load(tmp_path, "cifar10")
 
 
 def test_unknown_dataset() -> None:
@@ -77,10 +81,16 @@ def test_unknown_dataset() -> None:
         data.prepare("cifar10", "/nonexistent")
 
 
-def test_corrupt_file_is_refused(tmp_path: Path) -> None:
+def test_corrupt_file_is_refused_and_prepared_again(tmp_path: Path) -> None:
     (tmp_path / "mnist_5k.npz").write_bytes(b"not a zip")
     with pytest.raises(data.DatasetError, match=r"not a readable \.npz"):
         data.load(tmp_path, "mnist_5k")
+    good, _ = data.prepare("mnist_5k", tmp_path / "good")
+    (tmp_path / "mnist_5k.npz").write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(data.DatasetError, match=r"not a readable \.npz"):
+        data.train_size(tmp_path, "mnist_5k")
+    assert data.prepare("mnist_5k", tmp_path)[1]  # rewritten
+    assert data.train_size(tmp_path, "mnist_5k") == 4000
 
 
 def test_steps_per_epoch_drops_the_remainder() -> None:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_playbook
+from tests.conftest import BIN, ROOT, run_playbook
 
 pytestmark = pytest.mark.integration
 
@@ -74,16 +77,54 @@ def test_other_models(provisioned: None, tmp_path: Path, model: str) -> None:
     assert metrics_of(tmp_path)["test_accuracy"] >= 0.90
 
 
-def test_a_task_failing_mid_run_fails_the_play_and_stops_everything(
+def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(
     provisioned: None, tmp_path: Path
 ) -> None:
-    # 4,000 examples cannot fill one global batch of 2 x 3,000: every worker exits at start.
+    # 4,000 examples cannot fill one global batch of 2 x 3,000.
     result = train(tmp_path, "-e", "batch_size=3000")
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
-    assert "failed" in text and "lower batch_size" in text, text[-3000:]
+    assert "task worker-0: 4000 training examples are fewer than one step's batch of 6000" in text
+    assert "lower batch_size" in text
     assert not training_processes()
-    assert not (tmp_path / "latest").exists()
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_worker_killed_mid_run_fails_the_play_and_stops_everything(
+    provisioned: None, tmp_path: Path
+) -> None:
+    play = subprocess.Popen(
+        [
+            str(BIN / "ansible-playbook"),
+            "train.yml",
+            "-e",
+            f"training_run_runs_dir={tmp_path}",
+            "-e",
+            "epochs=20",
+            "-e",
+            "training_run_poll_seconds=3",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    progress = tmp_path / "latest" / "progress.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and '"epoch": 1,' not in (
+        progress.read_text() if progress.exists() else ""
+    ):
+        time.sleep(1)
+    state = json.loads((tmp_path / "latest" / "launcher.json").read_text())
+    os.kill(state["tasks"]["worker-1"]["pid"], signal.SIGKILL)
+    output, _ = play.communicate(timeout=300)
+    text = " ".join(output.split())
+    assert play.returncode != 0
+    assert "task worker-1 exited with code -9" in text, text[-3000:]
+    assert not training_processes()
+    run = json.loads((tmp_path / "latest" / "run.json").read_text())
+    assert run["state"] == "failed"
+    assert (tmp_path / "latest" / "logs" / "worker-0.log").exists()  # the logs are kept
 
 
 def test_unknown_model_is_refused_before_anything_starts(provisioned: None, tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from training import launcher
+from training.follow import follow as follow_run
+from training.follow import status as follow_status
 from training.launcher import pid_alive
 
 # A stand-in for `python -m training train`: behaves by its TF_CONFIG task name.
@@ -97,7 +99,7 @@ def test_a_failing_task_fails_the_run_and_stops_the_others(tmp_path: Path) -> No
     started = time.monotonic()
     assert launch(run).wait(timeout=60) == 1
     assert time.monotonic() - started < 20  # not the 30 s the chief would have run
-    status = launcher.status(run)
+    status = follow_status(run)
     assert status["state"] == "failed" and status["done"] and not status["ok"]
     assert "worker-1 exited with code 3" in status["line"]
     assert "worker-1 exiting with 3" in status["log_tail"]
@@ -130,7 +132,7 @@ def test_tasks_die_with_a_killed_launcher(tmp_path: Path) -> None:
     while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(pid_alive(p) for p in pids)
-    assert launcher.status(run)["state"] == "failed"  # the follower notices the dead launcher
+    assert follow_status(run)["state"] == "failed"  # the follower notices the dead launcher
 
 
 def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
@@ -138,7 +140,7 @@ def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
     run.mkdir()
     (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
     started = time.monotonic()
-    assert launcher.follow(run, wait=1.0)["line"].startswith("waiting for the chief")
+    assert follow_run(run, wait=1.0)["line"].startswith("waiting for the chief")
     assert time.monotonic() - started >= 1.0
     (run / "progress.jsonl").write_text(
         json.dumps(
@@ -153,7 +155,7 @@ def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
         )
         + "\n"
     )
-    assert "training started: m with s on 2 task(s)" in launcher.follow(run, wait=5.0)["line"]
+    assert "training started: m with s on 2 task(s)" in follow_run(run, wait=5.0)["line"]
 
 
 def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
@@ -163,3 +165,28 @@ def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(launcher.LaunchError, match="chief 'chief-0' is not one of its tasks"):
         launcher.load_spec(spec)
+
+
+def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    cursor = tmp_path / "cursor"
+    progress = run / "progress.jsonl"
+    start = {
+        "event": "start",
+        "epochs": 3,
+        "steps_per_epoch": 10,
+        "model": "m",
+        "strategy": "s",
+        "tasks": ["a"],
+    }
+    epochs = [{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5} for i in (1, 2)]
+    progress.write_text("".join(json.dumps(e) + "\n" for e in [start, *epochs]))
+    lines = follow_run(run, wait=0.1, cursor_file=cursor)["line"].splitlines()
+    assert [line.split(":")[0] for line in lines] == ["training started", "epoch 1/3", "epoch 2/3"]
+    with progress.open("a") as handle:
+        handle.write(
+            json.dumps({"event": "epoch", "epoch": 3, "loss": 0.2, "accuracy": 0.9}) + "\n"
+        )
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("epoch 3/3")

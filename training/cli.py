@@ -26,7 +26,9 @@ from pathlib import Path
 from training import data as datasets
 from training import models
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
+from training.follow import FollowError
 from training.launcher import LaunchError
+from training.netcheck import NetCheckError
 from training.train import TrainConfig, TrainError
 
 USER_ERRORS = (
@@ -35,6 +37,8 @@ USER_ERRORS = (
     models.UnknownModelError,
     TrainError,
     LaunchError,
+    FollowError,
+    NetCheckError,
 )
 
 
@@ -42,7 +46,9 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--model", default=d.model, help="model name (default %(default)s)")
     parser.add_argument("--dataset", default=d.dataset, help="dataset name (default %(default)s)")
-    parser.add_argument("--data-dir", default=d.data_dir, help="folder of staged datasets")
+    parser.add_argument(
+        "--data-dir", default=d.data_dir, help="folder of staged datasets (default %(default)s)"
+    )
     parser.add_argument(
         "--strategy",
         default=d.strategy,
@@ -79,7 +85,10 @@ def _config(args: argparse.Namespace) -> TrainConfig:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m training``."""
-    parser = argparse.ArgumentParser(prog="python -m training", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m training",
+        description="The training code every TensorFlow task of a raspi-tf cluster runs.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -99,15 +108,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list the registered models as JSON")
 
     launch = sub.add_parser("launch", help="run a local cluster from a launch spec")
-    launch.add_argument("--run-dir", required=True, type=Path)
+    launch.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
     launch.add_argument("--spec", type=Path, help="launch spec (default <run-dir>/launch.json)")
 
-    follow = sub.add_parser("follow", help="wait for progress of a local run; print JSON")
-    follow.add_argument("--run-dir", required=True, type=Path)
+    follow = sub.add_parser(
+        "follow", help="wait for a run's next progress; print its state as JSON"
+    )
+    follow.add_argument("--run-dir", required=True, type=Path, help="the chief's run folder")
     follow.add_argument("--wait", type=float, default=20.0, help="most seconds to wait")
+    follow.add_argument("--unit", help="the chief's systemd unit (nodes); none for a local run")
+    follow.add_argument(
+        "--cursor-file", type=Path, help="keep the count of events shown here; print each new epoch"
+    )
+
+    listen = sub.add_parser(
+        "listen", help="hold ports open briefly, for the connectivity preflight"
+    )
+    listen.add_argument("--ports", required=True, help="comma-separated TCP ports")
+    listen.add_argument("--seconds", type=float, default=60.0, help="most seconds to listen")
+    listen.add_argument("--stop-file", type=Path, help="stop as soon as this file exists")
 
     stop = sub.add_parser("stop", help="stop a local run and all its tasks")
-    stop.add_argument("--run-dir", required=True, type=Path)
+    stop.add_argument(
+        "--run-dir", required=True, type=Path, help="the run's folder, e.g. runs/latest"
+    )
     return parser
 
 
@@ -145,7 +169,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from training.train import check
 
         if args.tf_config_file:
-            os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
+            try:
+                os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
+            except OSError as err:
+                raise TrainError(f"cannot read --tf-config-file: {err}") from None
         if args.no_data:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             models.get(args.model)
@@ -153,8 +180,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             check(_config(args))
         return 0
     if args.command == "prepare-data":
-        path = datasets.prepare(args.dataset, args.data_dir, args.source)
-        print(path)
+        path, written = datasets.prepare(args.dataset, args.data_dir, args.source)
+        print(f"{'prepared' if written else 'ok'} {path}")
         return 0
     if args.command == "models":
         print(json.dumps(models.available()))
@@ -162,9 +189,17 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "launch":
         return launcher.launch(args.run_dir, args.spec or args.run_dir / launcher.SPEC_FILE)
     if args.command == "follow":
-        print(json.dumps(launcher.follow(args.run_dir, args.wait)))
+        from training.follow import follow
+
+        print(json.dumps(follow(args.run_dir, args.wait, args.unit, args.cursor_file)))
         return 0
+    if args.command == "listen":
+        from training.netcheck import listen
+
+        ports = [int(p) for p in args.ports.split(",") if p]
+        return listen(ports, args.seconds, args.stop_file)
     if args.command == "stop":
-        print(json.dumps(launcher.stop(args.run_dir)))
-        return 0
+        result = launcher.stop(args.run_dir)
+        print(json.dumps(result))
+        return 0 if result["done"] else 1
     raise AssertionError(args.command)

@@ -393,7 +393,10 @@ def derive_cluster(
                         "server": strategy == "parameter_server" and job != "chief",
                     }
                 )
-    validate_cluster(cluster, strategy, labels)
+    try:
+        validate_cluster(cluster, strategy, labels)
+    except ClusterConfigError as err:
+        raise ClusterConfigError(f"{err}{_inventory_hint(str(err))}") from None
     for task in tasks:
         task["tf_config"] = {
             "cluster": cluster,
@@ -401,6 +404,17 @@ def derive_cluster(
         }
     chief = "chief-0" if "chief" in cluster else "worker-0"
     return {"strategy": strategy, "cluster": cluster, "tasks": tasks, "chief": chief}
+
+
+def _inventory_hint(message: str) -> str:
+    if "same address" in message:
+        return " (inventory: list distinct ports in tf_cluster_ports of that host)"
+    if "loopback" in message:
+        return (
+            " (inventory: set tf_cluster_address, or ansible_host, of that host to an address "
+            "the other hosts reach)"
+        )
+    return ""
 
 
 def _host_ports(host: str, hv: Mapping[str, Any], job: str) -> list[int]:

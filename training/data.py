@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import tempfile
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,7 +156,7 @@ def dataset_path(data_dir: Path | str, name: str) -> Path:
     return Path(data_dir) / f"{name}.npz"
 
 
-def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> Path:
+def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> tuple[Path, bool]:
     """Write ``<data_dir>/<name>.npz`` unless a valid one is there.
 
     Args:
@@ -164,7 +165,7 @@ def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> Path
         source: the downloaded file, for datasets fetched by URL (``mnist``).
 
     Returns:
-        The path of the prepared file.
+        The path of the prepared file, and whether it was (re)written.
 
     Raises:
         DatasetError: unknown name, a missing source, a wrong checksum, or a
@@ -177,12 +178,12 @@ def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> Path
     if out.exists():
         try:
             _check_layout(out)
-            return out
+            return out, False
         except DatasetError as err:
             log.warning("%s; preparing it again", err)
     PREPARERS[name](out, source)
     _check_layout(out)
-    return out
+    return out, True
 
 
 def _check_layout(path: Path) -> None:
@@ -198,9 +199,9 @@ def _check_layout(path: Path) -> None:
                         f"{path}: x_{split} has shape {x.shape} and y_{split} {y.shape}; "
                         "expected (n, 28, 28) and (n,)"
                     )
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
         raise DatasetError(
-            f"{path} is not a readable .npz file ({err}); prepare it again"
+            f"{path} is not a readable .npz file ({err}); run site.yml to prepare it again"
         ) from None
 
 
@@ -219,19 +220,38 @@ def _atomic_savez(dst: Path, arrays: tuple[np.ndarray, ...]) -> None:
     os.replace(tmp, dst)
 
 
+def _require_staged(data_dir: Path | str, name: str) -> Path:
+    if name not in PREPARERS:
+        raise DatasetError(f"dataset {name!r} is unknown; known: {', '.join(sorted(PREPARERS))}")
+    path = dataset_path(data_dir, name)
+    if not path.exists():
+        raise DatasetError(
+            f"dataset file {path} is missing; stage it with "
+            f"`ansible-playbook site.yml -e dataset={name}`"
+        )
+    return path
+
+
+def train_size(data_dir: Path | str, name: str) -> int:
+    """Number of training examples of a staged dataset, read without loading the images.
+
+    Raises:
+        DatasetError: unknown, missing or malformed.
+    """
+    path = _require_staged(data_dir, name)
+    _check_layout(path)
+    with np.load(path) as data:
+        return int(data["y_train"].shape[0])
+
+
 def load(data_dir: Path | str, name: str) -> Dataset:
     """Load a staged dataset.
 
     Raises:
-        DatasetError: the file is missing (the message says to run site.yml)
-            or malformed.
+        DatasetError: unknown name, or the file is missing (the message says
+            how to stage it) or malformed.
     """
-    path = dataset_path(data_dir, name)
-    if not path.exists():
-        raise DatasetError(
-            f"dataset file {path} is missing; run `ansible-playbook site.yml` to prepare and "
-            f"stage dataset {name}"
-        )
+    path = _require_staged(data_dir, name)
     _check_layout(path)
     with np.load(path) as data:
         return Dataset(*(data[k] for k in KEYS))

@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from training.progress import PROGRESS_FILE, describe, read_events
-
 log = logging.getLogger(__name__)
 
 STATE_FILE = "launcher.json"
@@ -246,102 +244,21 @@ def pid_alive(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
-def active_run(runs_dir: Path) -> Path | None:
-    """A run folder under ``runs_dir`` whose launcher is still alive, if any."""
-    if not runs_dir.is_dir():
-        return None
-    for run_dir in sorted(runs_dir.iterdir()):
-        if run_dir.is_symlink() or not run_dir.is_dir():
-            continue
-        state = read_state(run_dir)
-        if state.get("state") not in FINAL_STATES and pid_alive(state.get("pid")):
-            return run_dir
-    return None
-
-
-def tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a text file, or '' if it is missing."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 16384))
-            text = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
-
-
-def status(run_dir: Path) -> dict[str, Any]:
-    """The run's state for a follower.
-
-    Returns:
-        ``{"state", "done", "ok", "line", "reason", "log_tail"}``: ``line`` is
-        one human line of progress; ``log_tail`` the last lines of the task
-        that failed, when one did.
-    """
-    state = read_state(run_dir)
-    events = read_events(run_dir / PROGRESS_FILE)
-    current = state.get("state", "starting")
-    if current not in FINAL_STATES and state and not pid_alive(state.get("pid")):
-        current, state["reason"] = "failed", "the launcher died; see logs/launcher.log"
-    line = describe(events)
-    log_tail = ""
-    reason = state.get("reason", "")
-    if current in ("failed", "stopped"):
-        failed = [
-            n for n, t in state.get("tasks", {}).items() if t.get("returncode") not in (0, None)
-        ]
-        culprit = reason.split()[1] if reason.startswith(("task ", "chief ")) else ""
-        name = culprit or (failed[0] if failed else "launcher")
-        log_tail = tail(run_dir / LOG_DIR / f"{name}.log")
-        line = f"{current}: {reason}"
-    elif current == "stopping":
-        line = f"{reason}; stopping the other tasks"
-    elif current == "succeeded":
-        line = f"succeeded, every task stopped; {describe(events)}"
-    return {
-        "state": current,
-        "done": current in FINAL_STATES,
-        "ok": current == "succeeded",
-        "line": line,
-        "reason": reason,
-        "log_tail": log_tail,
-    }
-
-
-def follow(run_dir: Path, wait: float) -> dict[str, Any]:
-    """Wait until the run's progress or state changes, or ``wait`` seconds pass.
-
-    Returns:
-        :func:`status` of the run at that moment.
-
-    Raises:
-        LaunchError: ``run_dir`` does not exist.
-    """
-    if not run_dir.is_dir():
-        raise LaunchError(f"run folder {run_dir} does not exist")
-
-    def snapshot() -> tuple[Any, ...]:
-        files = (run_dir / PROGRESS_FILE, run_dir / STATE_FILE)
-        return tuple(f.stat().st_mtime_ns if f.exists() else 0 for f in files)
-
-    before = snapshot()
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        current = status(run_dir)
-        if current["done"] or snapshot() != before:
-            return current
-        time.sleep(POLL)
-    return status(run_dir)
-
-
 def stop(run_dir: Path, timeout: float = 60.0) -> dict[str, Any]:
     """Stop a run's launcher and all its tasks; wait for them to be gone.
 
     Returns:
-        The final :func:`status`.
+        The final :func:`training.follow.status`.
+
+    Raises:
+        LaunchError: ``run_dir`` holds no launcher state.
     """
     state = read_state(run_dir)
+    if not state:
+        raise LaunchError(
+            f"{run_dir} holds no local run (no {STATE_FILE}); pass the folder of a run, "
+            "e.g. runs/latest"
+        )
     pid = int(state.get("pid") or 0)
     if pid_alive(pid) and _is_launcher(pid):
         os.kill(pid, signal.SIGTERM)
@@ -351,6 +268,8 @@ def stop(run_dir: Path, timeout: float = 60.0) -> dict[str, Any]:
     for task in read_state(run_dir).get("tasks", {}).values():
         if pid_alive(task.get("pid")) and _is_launcher(task["pid"], "training"):
             _signal_group(task["pid"], signal.SIGKILL)
+    from training.follow import status
+
     return status(run_dir)
 
 

@@ -9,11 +9,14 @@ folder that it removes when it ends (the pattern of TensorFlow's
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import shutil
+import signal
 import socket
 import tempfile
 import time
@@ -54,7 +57,7 @@ class TrainConfig:
 
     model: str = "mnist_cnn"
     dataset: str = "mnist_5k"
-    data_dir: str = "data"
+    data_dir: str = ".cache/datasets"
     strategy: str = "multi_worker_mirrored"
     epochs: int = 8
     batch_size: int = 64
@@ -78,26 +81,25 @@ def check(config: TrainConfig) -> TFConfig | None:
     Raises:
         training.cluster.ClusterConfigError: a bad TF_CONFIG.
         training.models.UnknownModelError: an unknown model.
-        training.data.DatasetError: a missing or malformed dataset file.
-        TrainError: non-positive epochs, batch size or learning rate.
+        training.data.DatasetError: an unknown dataset, a missing or malformed
+            dataset file, or one too small for a single global batch.
+        TrainError: epochs or batch size below 1, a learning rate that is not a
+            positive finite number.
     """
     tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), config.strategy)
-    if (
-        config.epochs < 1
-        or config.batch_size < 1
-        or (config.learning_rate is not None and not config.learning_rate > 0)
-    ):
-        raise TrainError(
-            f"epochs={config.epochs}, batch_size={config.batch_size} and "
-            f"learning_rate={config.learning_rate} must all be positive"
-        )
+    if config.epochs < 1:
+        raise TrainError(f"epochs={config.epochs} must be 1 or more")
+    if config.batch_size < 1:
+        raise TrainError(f"batch_size={config.batch_size} must be 1 or more")
+    lr = config.learning_rate
+    if lr is not None and not (math.isfinite(lr) and lr > 0):
+        raise TrainError(f"learning_rate={lr} must be a positive number, such as 0.001")
     models.get(config.model)
-    path = datasets.dataset_path(config.data_dir, config.dataset)
-    if not path.exists():
-        raise datasets.DatasetError(
-            f"dataset file {path} is missing; run `ansible-playbook site.yml` to stage "
-            f"dataset {config.dataset}"
-        )
+    n_train = datasets.train_size(config.data_dir, config.dataset)
+    replicas = 1
+    if tf_config is not None and config.strategy == "multi_worker_mirrored":
+        replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
+    datasets.steps_per_epoch(n_train, config.batch_size * replicas)
     return tf_config
 
 
@@ -116,6 +118,10 @@ def steady_rate(epoch_seconds: list[float], examples_per_epoch: int) -> float:
     if not timed:
         return 0.0
     return round(examples_per_epoch * len(timed) / sum(timed), 1)
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 def run(config: TrainConfig) -> dict[str, Any] | None:
@@ -141,8 +147,19 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
         serve(tf_config)
         return None
 
+    # A stopped task (SIGTERM from systemd or the launcher) unwinds normally,
+    # so the temporary folder of a non-chief task is removed.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     started = time.time()
-    strategy = make_strategy(tf_config, config.strategy)  # before any other TF call
+    try:
+        strategy = make_strategy(tf_config, config.strategy)  # before any other TF call
+    except Exception as err:
+        if "Could not start gRPC server" in str(err) and tf_config is not None:
+            raise TrainError(
+                f"{tf_config.task.name} cannot listen on {tf_config.task.address}: the port is in "
+                "use (a run still going, or another program); stop it or change the port"
+            ) from None
+        raise
 
     import tensorflow as tf
     import tf_keras as keras
@@ -211,6 +228,9 @@ def _train(
         keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
     ]
     if not ps:
+        # Batch-level, so not under ParameterServerStrategy (tf_keras refuses those
+        # there); a diverged parameter_server run is caught from its history below.
+        callbacks.append(keras.callbacks.TerminateOnNaN())
         # Every task names the same folder; tf_keras keeps the chief's copy and
         # gives the others temporary subfolders.
         callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)))
@@ -235,6 +255,15 @@ def _train(
         verbose=0,
     )
     train_seconds = time.monotonic() - t0
+    last_loss = history.history.get("loss", [float("nan")])[-1]
+    if not math.isfinite(last_loss) or len(history.history.get("loss", [])) < config.epochs:
+        raise TrainError(
+            f"training diverged: the loss became {last_loss} in epoch "
+            f"{len(history.history.get('loss', []))}; lower learning_rate (now {learning_rate})"
+        )
+    if is_chief:
+        with contextlib.suppress(OSError):
+            (real_out / BACKUP_DIR).rmdir()  # BackupAndRestore empties it when a run ends
 
     model_path = out / MODEL_FILE
     model.save(model_path)  # every MWMS worker saves: saving may run collectives

@@ -1,0 +1,204 @@
+"""Follow a run: its state and one human line of progress, for ``train.yml`` to print.
+
+A run's state comes from the local launcher's state file (local inventory) or
+from systemd, for the chief's unit (nodes); its progress from the chief's
+``progress.jsonl``. States: ``starting``, ``running``, ``stopping``,
+``succeeded``, ``failed``, ``stopped``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
+from training.progress import PROGRESS_FILE, describe, read_events
+
+#: Seconds between two looks at the run while following it.
+POLL = 0.5
+
+
+class FollowError(RuntimeError):
+    """A run folder or unit that cannot be followed."""
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    """The last ``lines`` lines of a text file, or '' if it is missing."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 16384))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def unit_state(unit: str) -> dict[str, str]:
+    """The unit's state as systemd reports it (ActiveState, Result, NRestarts, ...).
+
+    Raises:
+        FollowError: systemctl is missing or does not know the unit.
+    """
+    props = "ActiveState,SubState,Result,ExecMainStatus,NRestarts,LoadState"
+    try:
+        out = subprocess.run(
+            ["systemctl", "show", unit, f"--property={props}"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as err:
+        raise FollowError(f"cannot ask systemd about {unit}: {err}") from None
+    state = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    if state.get("LoadState") == "not-found":
+        raise FollowError(f"systemd has no unit {unit}; run site.yml")
+    return state
+
+
+def journal_tail(unit: str, lines: int = 15) -> str:
+    """The unit's last journal lines (needs root or the systemd-journal group)."""
+    try:
+        return subprocess.run(
+            ["journalctl", "--unit", unit, "--lines", str(lines), "--output", "cat", "--no-pager"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _systemd_status(unit: str) -> tuple[str, str, str]:
+    state = unit_state(unit)
+    active, result = state.get("ActiveState", ""), state.get("Result", "")
+    restarts = state.get("NRestarts", "0")
+    if active in ("active", "reloading") or (active == "activating"):
+        return "running", "", ""
+    if active == "deactivating":
+        return "stopping", "", ""
+    if active == "inactive" and result == "success":
+        return "succeeded", f"chief {unit} exited with code 0", ""
+    code = state.get("ExecMainStatus", "?")
+    reason = f"chief {unit} {result or active} (exit code {code}, {restarts} restarts)"
+    return "failed", reason, journal_tail(unit)
+
+
+def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
+    """The run's state for a follower.
+
+    Args:
+        run_dir: the chief's run folder (progress.jsonl, and launcher.json
+            for a local run).
+        unit: the chief's systemd unit on nodes; None for a local run.
+
+    Returns:
+        ``{"state", "done", "ok", "line", "reason", "log_tail"}``: ``line`` is
+        one human line of progress; ``log_tail`` the last lines of the task
+        that failed, when one did.
+    """
+    events = read_events(run_dir / PROGRESS_FILE)
+    if unit:
+        current, reason, log_tail = _systemd_status(unit)
+    else:
+        current, reason, log_tail = _local_status(run_dir)
+    line = describe(events)
+    if current in ("failed", "stopped"):
+        line = f"{current}: {reason}"
+    elif current == "stopping":
+        line = f"{reason or 'the chief is done'}; stopping the other tasks"
+    elif current == "succeeded":
+        line = f"succeeded; {describe(events)}"
+    return {
+        "state": current,
+        "done": current in FINAL_STATES,
+        "ok": current == "succeeded",
+        "line": line,
+        "reason": reason,
+        "log_tail": log_tail,
+    }
+
+
+def _local_status(run_dir: Path) -> tuple[str, str, str]:
+    state = read_state(run_dir)
+    current = state.get("state", "starting")
+    reason = state.get("reason", "")
+    if current not in FINAL_STATES and state and not pid_alive(state.get("pid")):
+        current, reason = "failed", "the launcher died; see logs/launcher.log"
+    log_tail = ""
+    if current in ("failed", "stopped"):
+        failed = [
+            n for n, t in state.get("tasks", {}).items() if t.get("returncode") not in (0, None)
+        ]
+        culprit = reason.split()[1] if reason.startswith(("task ", "chief ")) else ""
+        name = culprit or (failed[0] if failed else "launcher")
+        log_tail = tail(run_dir / LOG_DIR / f"{name}.log")
+    if current == "succeeded":
+        reason = reason or "the chief exited with code 0"
+    return current, reason, log_tail
+
+
+def follow(
+    run_dir: Path, wait: float, unit: str | None = None, cursor_file: Path | None = None
+) -> dict[str, Any]:
+    """Wait until the run's progress or state changes, or ``wait`` seconds pass.
+
+    Args:
+        run_dir: the chief's run folder.
+        wait: the most seconds to wait, in seconds.
+        unit: the chief's systemd unit on nodes; None for a local run.
+        cursor_file: where the follower keeps how many progress events it
+            has shown; with it, ``line`` has one line per epoch finished since
+            the last call, so no epoch goes unreported between two polls.
+
+    Returns:
+        :func:`status` of the run at that moment.
+
+    Raises:
+        FollowError: ``run_dir`` does not exist (the chief may not have made
+            it yet: then the state is ``starting``), or the unit is unknown.
+    """
+    if not unit and not run_dir.is_dir():
+        raise FollowError(f"run folder {run_dir} does not exist")
+
+    def snapshot() -> tuple[Any, ...]:
+        files = (run_dir / PROGRESS_FILE, run_dir / STATE_FILE)
+        return tuple(f.stat().st_mtime_ns if f.exists() else 0 for f in files)
+
+    before = snapshot()
+    first = status(run_dir, unit)
+    deadline = time.monotonic() + wait
+    current = first
+    while time.monotonic() < deadline:
+        current = status(run_dir, unit)
+        if current["done"] or snapshot() != before or current["state"] != first["state"]:
+            break
+        time.sleep(POLL)
+    if cursor_file is not None:
+        current["line"] = _new_lines(run_dir, cursor_file, current)
+    return current
+
+
+def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str:
+    events = read_events(run_dir / PROGRESS_FILE)
+    try:
+        seen = int(cursor_file.read_text())
+    except (OSError, ValueError):
+        seen = 0
+    lines = [
+        describe(events[: i + 1])
+        for i in range(min(seen, len(events)), len(events))
+        if events[i]["event"] in ("start", "epoch", "end")
+    ]
+    if current["state"] not in ("running", "starting") or not lines:
+        lines.append(current["line"])
+    elif events[-1]["event"] == "batch":
+        lines.append(describe(events))
+    if cursor_file.parent.is_dir():
+        cursor_file.write_text(str(len(events)))
+    return "\n".join(dict.fromkeys(lines))
