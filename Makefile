@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 1
 
-.PHONY: help install train test lint unit integration clean
+.PHONY: help install train test lint unit integration images nodes clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -32,12 +32,19 @@ lint: install ## ruff, mypy, ansible-lint and playbook syntax checks
 	for p in site.yml train.yml playbooks/*.yml; do ansible-playbook --syntax-check $$p || exit 1; done
 
 unit: install ## fast tests: cluster rules, registry, data, rendered TF_CONFIGs
-	pytest -m "not integration"
+	pytest -m "not integration and not docker"
 
 integration: install ## real local runs through the playbooks (minutes)
 	pytest -m integration
 
-test: lint unit integration ## every test
+images: ## build the node image the container tests boot (needs a Docker engine)
+	molecule/images/build.sh amd64
+
+nodes: install images ## node tests in Docker: refused nodes, then molecule's 3-node cluster
+	pytest -m docker
+	molecule test -s cluster
+
+test: lint unit integration nodes ## every test (nodes needs a Docker engine: .ci/run starts one)
 
 clean: ## remove the venv and caches (runs/ stays: it holds your models)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache
