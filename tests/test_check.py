@@ -22,15 +22,6 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def check(
-    staged: Path,
-    *flags: str,
-    tf_config: dict | None = None,
-    monkeypatch: pytest.MonkeyPatch | None = None,
-) -> int:
-    return main(["check", "--data-dir", str(staged), *flags])
-
-
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
