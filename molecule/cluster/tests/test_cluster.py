@@ -147,7 +147,8 @@ def test_blocked_worker_port_fails_the_preflight_within_a_minute() -> None:
         elapsed = time.monotonic() - started
     finally:
         n3.run("nft delete table inet test_block")
-    text = " ".join(result.stdout.split())
+    # Molecule's ansible.cfg sends failures to stderr (display_failed_stderr).
+    text = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0
     assert elapsed < 60, f"preflight took {elapsed:.0f} s"
     assert "cannot reach worker-2 on host node3 at node3:2222" in text, text[-3000:]
