@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -40,24 +42,141 @@ def metrics_of(runs: Path) -> dict:
     return json.loads((latest / "metrics.json").read_text())
 
 
-def test_main_job_mwms_cnn(provisioned: None, tmp_path: Path) -> None:
-    result = train(tmp_path, "-e", "model=mnist_cnn")
+@pytest.fixture(scope="module")
+def undisturbed(provisioned: None, tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    """The main job: mnist_cnn with multi_worker_mirrored on 2 local workers."""
+    runs = tmp_path_factory.mktemp("main")
+    return train(runs, "-e", "model=mnist_cnn"), runs
+
+
+def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
+    result, runs = undisturbed
     assert result.returncode == 0, result.stdout[-4000:]
-    latest = tmp_path / "latest"
+    latest = runs / "latest"
     assert latest.is_symlink()
     assert (latest / "model.keras").stat().st_size > 100_000
     assert list((latest / "tensorboard" / "train").glob("events.out.tfevents.*"))
     assert {p.name for p in (latest / "tf_config").iterdir()} == {"worker-0.json", "worker-1.json"}
-    m = metrics_of(tmp_path)
+    m = metrics_of(runs)
     assert m["strategy"] == "multi_worker_mirrored"
     assert m["tasks"] == ["worker-0", "worker-1"]
     assert m["global_batch_size"] == 2 * m["batch_size_per_worker"]
     assert len(m["history"]["loss"]) == m["epochs"]
     assert m["test_accuracy"] >= 0.95, m["test_accuracy"]
+    assert m["restarts"] == 0 and m["resumed_from_epoch"] is None
     # Progress was shown while the run went, and the summary at the end.
     assert "epoch 8/8" in result.stdout
     assert "test accuracy" in result.stdout
+    # Plots next to the summary.
+    for png in ("loss_accuracy.png", "examples_per_second.png"):
+        assert (latest / png).read_bytes()[:4] == b"\x89PNG"
+    assert not (latest / "backup").exists()  # removed once the run succeeded
     assert not training_processes()
+
+
+def start_train(runs: Path, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BIN / "ansible-playbook"), "train.yml", "-e", f"training_run_runs_dir={runs}", *extra],
+        cwd=ROOT,
+        env={**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for_epoch(runs: Path, epoch: int, timeout: float = 300) -> None:
+    """Until the chief reports the end of ``epoch``."""
+    progress = runs / "latest" / "progress.jsonl"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if progress.exists():
+            events = [json.loads(line) for line in progress.read_text().splitlines() if line]
+            if any(e["event"] == "epoch" and e["epoch"] >= epoch for e in events):
+                return
+        time.sleep(0.5)
+    raise AssertionError(f"epoch {epoch} did not end within {timeout} s")
+
+
+def kill_task(runs: Path, task: str) -> None:
+    state = json.loads((runs / "latest" / "launcher.json").read_text())
+    os.kill(state["tasks"][task]["pid"], signal.SIGKILL)
+
+
+def test_a_worker_killed_in_epoch_2_resumes_from_the_backup(
+    undisturbed: tuple, tmp_path: Path
+) -> None:
+    play = start_train(tmp_path, "-e", "model=mnist_cnn")
+    wait_for_epoch(tmp_path, 1)
+    time.sleep(1.5)  # into epoch 2
+    kill_task(tmp_path, "worker-1")
+    output, _ = play.communicate(timeout=900)
+    assert play.returncode == 0, output[-4000:]
+    latest = tmp_path / "latest"
+    m = metrics_of(tmp_path)
+    assert m["resumed_from_epoch"] >= 1  # from the backup, not from epoch 0
+    assert len(m["history"]["loss"]) == m["epochs"]
+    baseline = metrics_of(undisturbed[1])["test_accuracy"]
+    assert abs(m["test_accuracy"] - baseline) <= 0.02, (m["test_accuracy"], baseline)
+    assert "resumed from the backup made after epoch" in output
+    assert (
+        "task worker-1 exited with code -9; restart 1 of 3"
+        in (latest / "logs" / "launcher.log").read_text()
+    )
+    worker_log = [
+        json.loads(x) for x in (latest / "tasks" / "worker-1.jsonl").read_text().splitlines()
+    ]
+    assert [e["restarts"] for e in worker_log if e["event"] == "start"] == [0, 1]
+    assert not training_processes()
+
+
+def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
+    provisioned: None, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(ROOT / ".cache" / "datasets" / "mnist_5k.npz", data)
+    runs = tmp_path / "runs"
+    play = start_train(
+        runs,
+        "-e",
+        f"training_run_data_dir={data}",
+        "-e",
+        "training_run_max_restarts=1",
+        "-e",
+        "training_run_restart_delay_seconds=1",
+    )
+    wait_for_epoch(runs, 1)
+    (data / "mnist_5k.npz").unlink()  # every start of every task now fails
+    kill_task(runs, "worker-1")
+    output, _ = play.communicate(timeout=600)
+    text = " ".join(output.split())
+    assert play.returncode != 0
+    assert (
+        "was restarted 1 times: the restart limit (training_run_max_restarts=1) is reached" in text
+    )
+    assert "mnist_5k.npz is missing" in text  # the task's last log lines
+    assert json.loads((runs / "latest" / "run.json").read_text())["state"] == "failed"
+    assert not training_processes()
+
+
+def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: Path) -> None:
+    play = start_train(tmp_path, "-e", "epochs=30")
+    wait_for_epoch(tmp_path, 1)
+    status = run_playbook("status.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert status.returncode == 0, status.stdout[-3000:]
+    for task in ("worker-0", "worker-1"):
+        assert re.search(rf"{task} +running +epoch +[1-9]", status.stdout), status.stdout[-3000:]
+    assert "cpu" in status.stdout and "MB" in status.stdout
+    stop = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert stop.returncode == 0, stop.stdout[-3000:]
+    output, _ = play.communicate(timeout=300)
+    assert play.returncode != 0  # train.yml reports the run as stopped
+    assert "stopped" in output
+    assert not training_processes()
+    latest = tmp_path / "latest"
+    assert json.loads((latest / "run.json").read_text())["state"] == "stopped"
+    assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
 
 
 def test_parameter_server_cnn(provisioned: None, tmp_path: Path) -> None:
@@ -88,43 +207,6 @@ def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(
     assert "lower batch_size" in text
     assert not training_processes()
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
-
-
-def test_a_worker_killed_mid_run_fails_the_play_and_stops_everything(
-    provisioned: None, tmp_path: Path
-) -> None:
-    play = subprocess.Popen(
-        [
-            str(BIN / "ansible-playbook"),
-            "train.yml",
-            "-e",
-            f"training_run_runs_dir={tmp_path}",
-            "-e",
-            "epochs=20",
-            "-e",
-            "training_run_poll_seconds=3",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    progress = tmp_path / "latest" / "progress.jsonl"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and '"epoch": 1,' not in (
-        progress.read_text() if progress.exists() else ""
-    ):
-        time.sleep(1)
-    state = json.loads((tmp_path / "latest" / "launcher.json").read_text())
-    os.kill(state["tasks"]["worker-1"]["pid"], signal.SIGKILL)
-    output, _ = play.communicate(timeout=300)
-    text = " ".join(output.split())
-    assert play.returncode != 0
-    assert "task worker-1 exited with code -9" in text, text[-3000:]
-    assert not training_processes()
-    run = json.loads((tmp_path / "latest" / "run.json").read_text())
-    assert run["state"] == "failed"
-    assert (tmp_path / "latest" / "logs" / "worker-0.log").exists()  # the logs are kept
 
 
 def test_unknown_model_is_refused_before_anything_starts(provisioned: None, tmp_path: Path) -> None:

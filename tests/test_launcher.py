@@ -29,6 +29,10 @@ FAKE_TASK = textwrap.dedent(
         while True:
             time.sleep(1)
     kind, seconds, code = plan.split(":")
+    marker = os.path.join(os.environ["FAKE_DIR"], name + ".started")
+    if kind == "flaky" and os.path.exists(marker):
+        seconds, code = "1", "0"  # fails on its first start only
+    open(marker, "a").close()
     time.sleep(float(seconds))
     print(f"{name} exiting with {code}", flush=True)
     sys.exit(int(code))
@@ -36,7 +40,9 @@ FAKE_TASK = textwrap.dedent(
 )
 
 
-def make_run(tmp_path: Path, plan: dict[str, str], servers: set[str], chief: str) -> Path:
+def make_run(
+    tmp_path: Path, plan: dict[str, str], servers: set[str], chief: str, **extra: object
+) -> Path:
     run = tmp_path / "run"
     run.mkdir()
     script = tmp_path / "fake_task.py"
@@ -57,8 +63,9 @@ def make_run(tmp_path: Path, plan: dict[str, str], servers: set[str], chief: str
         "command": [sys.executable, str(script)],
         "tasks": tasks,
         "chief": chief,
-        "env": {"FAKE_PLAN": json.dumps(plan)},
+        "env": {"FAKE_PLAN": json.dumps(plan), "FAKE_DIR": str(tmp_path)},
         "stop_grace_seconds": 5,
+        **extra,
     }
     (run / launcher.SPEC_FILE).write_text(json.dumps(spec))
     return run
@@ -95,7 +102,7 @@ def test_workers_finishing_after_the_chief_get_their_grace(tmp_path: Path) -> No
 
 def test_a_failing_task_fails_the_run_and_stops_the_others(tmp_path: Path) -> None:
     plan = {"worker-0": "exit:30:0", "worker-1": "exit:1:3"}
-    run = make_run(tmp_path, plan, set(), "worker-0")
+    run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=0)
     started = time.monotonic()
     assert launch(run).wait(timeout=60) == 1
     assert time.monotonic() - started < 20  # not the 30 s the chief would have run
@@ -103,6 +110,33 @@ def test_a_failing_task_fails_the_run_and_stops_the_others(tmp_path: Path) -> No
     assert status["state"] == "failed" and status["done"] and not status["ok"]
     assert "worker-1 exited with code 3" in status["line"]
     assert "worker-1 exiting with 3" in status["log_tail"]
+    assert not any(pid_alive(p) for p in task_pids(run))
+
+
+def test_a_task_that_dies_is_restarted_and_the_run_goes_on(tmp_path: Path) -> None:
+    plan = {"worker-0": "exit:6:0", "worker-1": "flaky:0.5:137"}
+    run = make_run(tmp_path, plan, set(), "worker-0", restart_delay_seconds=0.5)
+    assert launch(run).wait(timeout=60) == 0
+    state = launcher.read_state(run)
+    assert state["state"] == "succeeded"
+    assert state["tasks"]["worker-1"]["restarts"] == 1
+    assert state["tasks"]["worker-1"]["returncode"] == 0
+    log = (run / "logs" / "worker-1.log").read_text()
+    assert log.count("worker-1 up") == 2
+
+
+def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(tmp_path: Path) -> None:
+    plan = {"worker-0": "exit:60:0", "worker-1": "exit:0.2:3"}
+    run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=2, restart_delay_seconds=0.2)
+    started = time.monotonic()
+    assert launch(run).wait(timeout=60) == 1
+    assert time.monotonic() - started < 30  # not the 60 s the chief would have run
+    status = follow_status(run)
+    assert status["state"] == "failed"
+    assert "task worker-1 exited with code 3 and was restarted 2 times" in status["line"]
+    assert "training_run_max_restarts=2" in status["line"]
+    assert "worker-1 exiting with 3" in status["log_tail"]  # its last log lines
+    assert (run / "logs" / "worker-1.log").read_text().count("worker-1 up") == 3
     assert not any(pid_alive(p) for p in task_pids(run))
 
 

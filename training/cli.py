@@ -8,6 +8,9 @@ Commands:
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
 - ``models``: list the registered models.
 - ``launch``, ``follow``, ``stop``: the local launcher (see :mod:`training.launcher`).
+- ``status``: one task's state, epoch, loss, restarts, CPU and memory as JSON.
+- ``sync-backup``: copy the chief's backup before a worker starts (nodes).
+- ``plot``: PNG plots of a run.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from training import data as datasets
 from training import models
+from training.backup import BackupSyncError
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
 from training.follow import FollowError
 from training.launcher import LaunchError
@@ -39,6 +43,7 @@ USER_ERRORS = (
     LaunchError,
     FollowError,
     NetCheckError,
+    BackupSyncError,
 )
 
 
@@ -77,6 +82,24 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         help="least seconds between progress lines",
     )
     parser.add_argument("--run-id", default=d.run_id, help="run name recorded in the metrics")
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=d.startup_timeout,
+        help="seconds to wait for the cluster to form, then exit naming the missing tasks "
+        "(0: forever; default %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics-port-offset",
+        type=int,
+        default=d.metrics_port_offset,
+        help="serve Prometheus metrics on the task's TF_CONFIG port + this (0: none)",
+    )
+    parser.add_argument(
+        "--metrics-address",
+        default=d.metrics_address,
+        help="address the metrics bind (default: 127.0.0.1 for a loopback task, else all)",
+    )
 
 
 def _config(args: argparse.Namespace) -> TrainConfig:
@@ -127,6 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     listen.add_argument("--ports", required=True, help="comma-separated TCP ports")
     listen.add_argument("--seconds", type=float, default=60.0, help="most seconds to listen")
     listen.add_argument("--stop-file", type=Path, help="stop as soon as this file exists")
+
+    status = sub.add_parser("status", help="one task's state as JSON")
+    status.add_argument("--run-dir", required=True, type=Path, help="the task's run folder")
+    status.add_argument("--task", required=True, help="task name, e.g. worker-1")
+    status.add_argument("--unit", help="its systemd unit (nodes); none for a local run")
+    status.add_argument("--sample", type=float, default=1.0, help="seconds of CPU sampling")
+
+    sync = sub.add_parser("sync-backup", help="copy the chief's backup before this worker starts")
+    sync.add_argument(
+        "--from", dest="source", default="", help="user@host:/run/backup of the chief; '' skips"
+    )
+    sync.add_argument("--backup-dir", required=True, type=Path, help="this worker's <run>/backup")
+
+    plot = sub.add_parser("plot", help="write a run's PNG plots into its folder")
+    plot.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
     stop = sub.add_parser("stop", help="stop a local run and all its tasks")
     stop.add_argument(
@@ -198,6 +236,23 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         ports = [int(p) for p in args.ports.split(",") if p]
         return listen(ports, args.seconds, args.stop_file)
+    if args.command == "status":
+        from training.status import task_status
+
+        print(json.dumps(task_status(args.run_dir, args.task, args.unit, args.sample)))
+        return 0
+    if args.command == "sync-backup":
+        from training.backup import sync_from_chief
+
+        if args.source:
+            sync_from_chief(args.source, args.backup_dir)
+        return 0
+    if args.command == "plot":
+        from training.plots import plot_run
+
+        for path in plot_run(args.run_dir):
+            print(path)
+        return 0
     if args.command == "stop":
         result = launcher.stop(args.run_dir)
         print(json.dumps(result))

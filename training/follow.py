@@ -43,7 +43,7 @@ def unit_state(unit: str) -> dict[str, str]:
     Raises:
         FollowError: systemctl is missing or does not know the unit.
     """
-    props = "ActiveState,SubState,Result,ExecMainStatus,NRestarts,LoadState"
+    props = "ActiveState,SubState,Result,ExecMainStatus,NRestarts,LoadState,MainPID"
     try:
         out = subprocess.run(
             ["systemctl", "show", unit, f"--property={props}"],
@@ -74,7 +74,7 @@ def journal_tail(unit: str, lines: int = 15) -> str:
         return ""
 
 
-def _systemd_status(unit: str) -> tuple[str, str, str]:
+def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
     state = unit_state(unit)
     active, result = state.get("ActiveState", ""), state.get("Result", "")
     restarts = state.get("NRestarts", "0")
@@ -82,6 +82,8 @@ def _systemd_status(unit: str) -> tuple[str, str, str]:
         return "running", "", ""
     if active == "deactivating":
         return "stopping", "", ""
+    if active == "inactive" and result == "success" and not ended:
+        return "stopped", f"chief {unit} was stopped before the run ended (stop.yml)", ""
     if active == "inactive" and result == "success":
         return "succeeded", f"chief {unit} exited with code 0", ""
     code = state.get("ExecMainStatus", "?")
@@ -104,7 +106,8 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
     """
     events = read_events(run_dir / PROGRESS_FILE)
     if unit:
-        current, reason, log_tail = _systemd_status(unit)
+        ended = any(e.get("event") == "end" for e in events)
+        current, reason, log_tail = _systemd_status(unit, ended)
     else:
         current, reason, log_tail = _local_status(run_dir)
     line = describe(events)
@@ -193,7 +196,7 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
     lines = [
         describe(events[: i + 1])
         for i in range(min(seen, len(events)), len(events))
-        if events[i]["event"] in ("start", "epoch", "end")
+        if events[i]["event"] in ("start", "resume", "epoch", "end")
     ]
     if current["state"] not in ("running", "starting") or not lines:
         lines.append(current["line"])

@@ -10,8 +10,11 @@ do on nodes:
 - when the chief exits, gives the tasks that finish by themselves
   (multi_worker_mirrored workers) a grace period, then stops the rest
   (parameter_server's ps and worker servers never exit on their own);
-- when any task fails, or the launcher is told to stop (SIGTERM, SIGINT,
-  ``python -m training stop``), stops every task it started;
+- restarts a task that fails (what ``Restart=on-failure`` does on nodes), at
+  most ``max_restarts`` times per task, ``restart_delay_seconds`` apart; the
+  restarted tasks resume from the chief's backup (``BackupAndRestore``);
+- when a task fails once more than allowed, or the launcher is told to stop
+  (SIGTERM, SIGINT, ``python -m training stop``), stops every task it started;
 - records its state in ``<run>/launcher.json`` for ``follow`` and ``stop``.
 
 Children get ``PR_SET_PDEATHSIG`` so they die with the launcher even if it is
@@ -54,7 +57,10 @@ class _Child:
     server: bool
     process: subprocess.Popen[bytes]
     log_handle: IO[bytes]
+    task: dict[str, Any]
     returncode: int | None = None
+    restarts: int = 0
+    restart_at: float | None = None
 
 
 @dataclass
@@ -78,7 +84,10 @@ class Launcher:
             c.name: {
                 "pid": c.process.pid,
                 "returncode": c.returncode,
-                "state": "running" if c.returncode is None else "exited",
+                "state": "running"
+                if c.returncode is None
+                else ("restarting" if c.restart_at is not None else "exited"),
+                "restarts": c.restarts,
                 "log": f"{LOG_DIR}/{c.name}.log",
             }
             for c in self.children.values()
@@ -87,7 +96,7 @@ class Launcher:
         tmp.write_text(json.dumps(self.state, indent=2) + "\n", encoding="utf-8")
         tmp.replace(self.run_dir / STATE_FILE)
 
-    def _start(self, task: dict[str, Any]) -> None:
+    def _start(self, task: dict[str, Any], restarts: int = 0) -> None:
         env = {**os.environ, **{k: str(v) for k, v in self.spec.get("env", {}).items()}}
         env["TF_CONFIG"] = json.dumps(task["tf_config"], sort_keys=True)
         (self.run_dir / LOG_DIR).mkdir(parents=True, exist_ok=True)
@@ -103,14 +112,18 @@ class Launcher:
             preexec_fn=_die_with_parent,
         )
         self.children[task["name"]] = _Child(
-            task["name"], bool(task.get("server")), process, handle
+            task["name"], bool(task.get("server")), process, handle, task, restarts=restarts
         )
         log.info("started %s (pid %d)", task["name"], process.pid)
 
     def _poll(self) -> list[_Child]:
         exited = []
         for child in self.children.values():
-            if child.returncode is None and child.process.poll() is not None:
+            if (
+                child.returncode is None
+                and child.restart_at is None
+                and child.process.poll() is not None
+            ):
                 child.returncode = child.process.returncode
                 child.log_handle.close()
                 exited.append(child)
@@ -124,6 +137,8 @@ class Launcher:
             time.sleep(POLL)
             self._poll()
         for sig, wait in ((signal.SIGTERM, KILL_AFTER), (signal.SIGKILL, KILL_AFTER)):
+            for child in self.children.values():
+                child.restart_at = None  # a stopping run restarts nothing
             alive = [c for c in self.children.values() if c.returncode is None]
             for child in alive:
                 _signal_group(child.process.pid, sig)
@@ -161,20 +176,38 @@ class Launcher:
             self._start(task)
         self._write_state(state="running")
         outcome, reason = "", ""
+        max_restarts = int(self.spec.get("max_restarts", 3))
+        delay = float(self.spec.get("restart_delay_seconds", 5))
         while not outcome:
             if self.stop_requested:
                 outcome, reason = "stopped", f"stopped by {self.stop_requested}"
                 grace = 0.0
                 break
+            self._restart_due()
             for child in self._poll():
-                self._write_state()
-                if child.name == chief:
-                    outcome = "succeeded" if child.returncode == 0 else "failed"
-                    reason = f"chief {chief} exited with code {child.returncode}"
-                elif child.returncode != 0 or child.server:
+                if child.name == chief and child.returncode == 0:
+                    outcome, reason = "succeeded", f"chief {chief} exited with code 0"
+                elif child.name != chief and child.returncode == 0 and not child.server:
+                    pass  # a multi_worker_mirrored worker that finished its part
+                elif child.restarts < max_restarts:
+                    child.restart_at = time.monotonic() + delay
+                    log.warning(
+                        "task %s exited with code %s; restart %d of %d in %.0f s",
+                        child.name,
+                        child.returncode,
+                        child.restarts + 1,
+                        max_restarts,
+                        delay,
+                    )
+                else:
                     outcome = "failed"
-                    reason = f"task {child.name} exited with code {child.returncode}"
+                    reason = (
+                        f"task {child.name} exited with code {child.returncode} and was "
+                        f"restarted {child.restarts} times: the restart limit "
+                        f"(training_run_max_restarts={max_restarts}) is reached"
+                    )
                     grace = 0.0
+                self._write_state()
                 if outcome:
                     break
             else:
@@ -184,6 +217,13 @@ class Launcher:
         self._stop_all(grace if outcome == "succeeded" else 0.0)
         self._write_state(state=outcome, reason=reason, finished=time.time())
         return {"succeeded": 0, "failed": 1, "stopped": 3}[outcome]
+
+    def _restart_due(self) -> None:
+        now = time.monotonic()
+        for child in list(self.children.values()):
+            if child.restart_at is not None and now >= child.restart_at:
+                self._start(child.task, restarts=child.restarts + 1)
+                self._write_state()
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop_requested = signal.Signals(signum).name
@@ -207,8 +247,10 @@ def load_spec(path: Path) -> dict[str, Any]:
 
     The spec is JSON: ``command`` (argv list run for every task), ``tasks``
     (list of ``{"name", "tf_config", "server"}``), ``chief`` (a task name),
-    optional ``env`` (dict), ``cwd`` and ``stop_grace_seconds`` (seconds the
-    non-server tasks get to finish after the chief, default 30).
+    optional ``env`` (dict), ``cwd``, ``stop_grace_seconds`` (seconds the
+    non-server tasks get to finish after the chief, default 30),
+    ``max_restarts`` (restarts allowed per task, default 3) and
+    ``restart_delay_seconds`` (default 5).
 
     Raises:
         LaunchError: unreadable, or a required key missing.

@@ -7,6 +7,7 @@ One JSON object per line, each with ``event`` and ``time`` (Unix seconds):
   written at most every ``interval`` seconds, so a long epoch on a slow node
   still shows movement
 - ``epoch``: ``epoch``, ``loss``, ``accuracy``, ``seconds``, ``examples_per_second``
+- ``resume``: ``from_epoch``, the epochs the restored backup had finished
 - ``end``: ``test_loss``, ``test_accuracy``, ``train_seconds``, ``examples_per_second``
 
 This module has no TensorFlow import; :func:`make_callback` imports tf_keras
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +85,14 @@ def describe(events: list[dict[str, Any]]) -> str:
         if last_epoch
         else ""
     )
+    if last["event"] == "resume":
+        return (
+            f"resumed from the backup made after epoch {last.get('from_epoch')}/{epochs} "
+            "(a task had died; the cluster restarted)"
+        )
+    starts = sum(1 for e in events if e["event"] == "start")
+    if last["event"] == "start" and starts > 1:
+        return f"the chief restarted (start {starts}); the cluster is forming again"
     if last["event"] == "start":
         return (
             f"training started: {start.get('model')} with {start.get('strategy')} on "
@@ -109,11 +119,15 @@ def make_callback(
     examples_per_step: int,
     interval: float,
     batch_events: bool = True,
+    task_writer: ProgressWriter | None = None,
+    worker_examples_per_step: int | None = None,
+    exporter: Any = None,
+    on_formed: Callable[[], None] | None = None,
 ) -> Any:
     """A tf_keras callback writing ``batch`` and ``epoch`` events to ``writer``.
 
     Args:
-        writer: where events go (the chief's real output folder).
+        writer: where run events go (the chief's real output folder).
         steps_per_epoch: steps in one epoch.
         examples_per_step: training examples one step consumes over the whole
             cluster (the global batch), for examples/s.
@@ -121,8 +135,17 @@ def make_callback(
         batch_events: write ``batch`` events; tf_keras refuses batch-level
             callbacks under ParameterServerStrategy, so those runs report
             per epoch only.
+        task_writer: this task's own log (:mod:`training.tasklog`): gets
+            ``resume`` and ``epoch`` events with this worker's examples/s.
+        worker_examples_per_step: examples one step consumes on this worker
+            (the per-worker batch); defaults to ``examples_per_step``.
+        exporter: a :class:`training.exporter.Exporter` to update, or None.
+        on_formed: called once training runs (first step, or first epoch
+            without batch events): the cluster has formed.
     """
     import tf_keras as keras
+
+    per_worker = worker_examples_per_step or examples_per_step
 
     class ProgressCallback(keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -130,30 +153,76 @@ def make_callback(
             self.epoch = 0
             self.epoch_start = 0.0
             self.last_batch = 0.0
+            self.last_step = 0
             self.epoch_seconds: list[float] = []
+            self.first_epoch: int | None = None
+
+        def _formed(self) -> None:
+            if on_formed is not None:
+                on_formed()
 
         def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+            if self.first_epoch is None:
+                self.first_epoch = epoch
+                if epoch > 0:
+                    # BackupAndRestore restored the state after `epoch` epochs.
+                    writer.write("resume", from_epoch=epoch)
+                    if task_writer is not None:
+                        task_writer.write("resume", from_epoch=epoch)
+                if not batch_events:
+                    self._formed()
             self.epoch = epoch + 1
             self.epoch_start = self.last_batch = time.monotonic()
+            self.last_step = 0
+            if exporter is not None:
+                exporter.record(epoch=self.epoch)
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             seconds = time.monotonic() - self.epoch_start
             self.epoch_seconds.append(seconds)
+            values = _floats(logs)
             writer.write(
                 "epoch",
                 epoch=epoch + 1,
                 seconds=round(seconds, 3),
                 examples_per_second=round(steps_per_epoch * examples_per_step / seconds, 1),
-                **_floats(logs),
+                **values,
             )
+            if task_writer is not None:
+                task_writer.write(
+                    "epoch",
+                    epoch=epoch + 1,
+                    seconds=round(seconds, 3),
+                    examples_per_second=round(steps_per_epoch * per_worker / seconds, 1),
+                    **values,
+                )
+            if exporter is not None:
+                steps = steps_per_epoch - self.last_step
+                exporter.record(
+                    steps=steps,
+                    seconds=time.monotonic() - self.last_batch,
+                    examples=steps * per_worker,
+                    logs=values,
+                )
 
     class BatchProgressCallback(ProgressCallback):
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+            if batch == 0 and self.first_epoch == self.epoch - 1:
+                self._formed()
             now = time.monotonic()
             if now - self.last_batch < interval:
                 return
-            self.last_batch = now
-            writer.write("batch", epoch=self.epoch, step=batch + 1, **_floats(logs))
+            values = _floats(logs)
+            if exporter is not None:
+                steps = batch + 1 - self.last_step
+                exporter.record(
+                    steps=steps,
+                    seconds=now - self.last_batch,
+                    examples=steps * per_worker,
+                    logs=values,
+                )
+            self.last_batch, self.last_step = now, batch + 1
+            writer.write("batch", epoch=self.epoch, step=batch + 1, **values)
 
     return BatchProgressCallback() if batch_events else ProgressCallback()
 

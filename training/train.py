@@ -26,8 +26,11 @@ from typing import Any
 
 from training import data as datasets
 from training import models
-from training.cluster import TFConfig, parse_tf_config
-from training.progress import PROGRESS_FILE, ProgressWriter, make_callback
+from training.backup import remove_synced_backup
+from training.cluster import TFConfig, is_loopback, parse_tf_config
+from training.exporter import Exporter
+from training.progress import PROGRESS_FILE, ProgressWriter, make_callback, read_events
+from training.tasklog import StartupWatchdog, open_task_log
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,12 @@ class TrainConfig:
         seed: shuffle and weight-initialisation seed, the same on all tasks.
         progress_interval: least seconds between two progress lines.
         run_id: the run's name, recorded in the metrics.
+        startup_timeout: seconds a task waits for its cluster to form before
+            it exits naming the tasks that do not answer (0: wait forever).
+        metrics_port_offset: a task serves Prometheus metrics on its TF_CONFIG
+            port plus this offset; 0: no metrics.
+        metrics_address: address the metrics bind; empty means 127.0.0.1 when
+            the task's TF_CONFIG address is loopback, else every interface.
     """
 
     model: str = "mnist_cnn"
@@ -66,6 +75,9 @@ class TrainConfig:
     seed: int = 42
     progress_interval: float = 10.0
     run_id: str = ""
+    startup_timeout: float = 600.0
+    metrics_port_offset: int = 0
+    metrics_address: str = ""
 
 
 class TrainError(RuntimeError):
@@ -91,6 +103,13 @@ def check(config: TrainConfig) -> TFConfig | None:
         raise TrainError(f"epochs={config.epochs} must be 1 or more")
     if config.batch_size < 1:
         raise TrainError(f"batch_size={config.batch_size} must be 1 or more")
+    if not (math.isfinite(config.startup_timeout) and config.startup_timeout >= 0):
+        raise TrainError(f"startup_timeout={config.startup_timeout} must be 0 or more seconds")
+    if not 0 <= config.metrics_port_offset < 65535:
+        raise TrainError(
+            f"metrics_port_offset={config.metrics_port_offset} must be 0 (no metrics) or a "
+            "positive offset, such as 1000"
+        )
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise TrainError(f"learning_rate={lr} must be a positive number, such as 0.001")
@@ -142,6 +161,19 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
 
     from training.strategy import is_server_task, make_strategy, serve
 
+    task_name = tf_config.task.name if tf_config else "local"
+    task_log, restarts = open_task_log(Path(config.output_dir), task_name)
+    exporter = Exporter(
+        _metrics_port(config, tf_config),
+        _metrics_address(config, tf_config),
+        task_name,
+        config.run_id,
+    )
+    if exporter.enabled:
+        exporter.restarts.set(restarts)
+    if restarts:
+        log.info("%s: start %d of this run (restarted %d times)", task_name, restarts + 1, restarts)
+
     if is_server_task(tf_config, config.strategy):
         assert tf_config is not None
         serve(tf_config)
@@ -151,6 +183,9 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     # so the temporary folder of a non-chief task is removed.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     started = time.time()
+    watchdog = (
+        StartupWatchdog(tf_config, config.startup_timeout, task_log).start() if tf_config else None
+    )
     try:
         strategy = make_strategy(tf_config, config.strategy)  # before any other TF call
     except Exception as err:
@@ -166,14 +201,44 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
 
     keras.utils.set_random_seed(config.seed)
     is_chief = tf_config is None or tf_config.is_chief
-    task_name = tf_config.task.name if tf_config else "local"
     real_out = Path(config.output_dir)
     out = real_out if is_chief else Path(tempfile.mkdtemp(prefix=f"raspi-tf-{task_name}-"))
+    hooks = _Hooks(task_log, restarts, exporter, watchdog.formed if watchdog else None)
     try:
-        return _train(config, tf_config, strategy, is_chief, out, real_out, started, tf, keras)
+        return _train(
+            config, tf_config, strategy, is_chief, out, real_out, started, tf, keras, hooks
+        )
     finally:
         if not is_chief:
             shutil.rmtree(out, ignore_errors=True)
+
+
+@dataclass
+class _Hooks:
+    task_log: ProgressWriter
+    restarts: int
+    exporter: Exporter
+    on_formed: Any
+
+
+def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
+    if not config.metrics_port_offset or tf_config is None:
+        return 0
+    port = int(tf_config.task.address.rsplit(":", 1)[1]) + config.metrics_port_offset
+    if port > 65535:
+        raise TrainError(
+            f"{tf_config.task.name}: port {port} (its TF_CONFIG port + metrics_port_offset "
+            f"{config.metrics_port_offset}) is above 65535; lower training_run_metrics_port_offset"
+        )
+    return port
+
+
+def _metrics_address(config: TrainConfig, tf_config: TFConfig | None) -> str:
+    if config.metrics_address:
+        return config.metrics_address
+    if tf_config is None or is_loopback(tf_config.task.host):
+        return "127.0.0.1"
+    return "0.0.0.0"  # every interface: the cluster firewall guards the port
 
 
 def _train(
@@ -186,6 +251,7 @@ def _train(
     started: float,
     tf: Any,
     keras: Any,
+    hooks: _Hooks,
 ) -> dict[str, Any] | None:
     data = datasets.load(config.data_dir, config.dataset)
     ps = config.strategy == "parameter_server" and tf_config is not None
@@ -221,9 +287,23 @@ def _train(
         tasks=task_names,
     )
     progress = make_callback(
-        writer, steps, global_batch, config.progress_interval, batch_events=not ps
+        writer,
+        steps,
+        global_batch,
+        config.progress_interval,
+        batch_events=not ps,
+        task_writer=hooks.task_log,
+        worker_examples_per_step=global_batch if ps else config.batch_size,
+        exporter=hooks.exporter,
+        on_formed=hooks.on_formed,
     )
     callbacks = [
+        # Restores the newest backup in on_train_begin, so it goes first.
+        # Every task names the same folder; tf_keras writes the chief's copy
+        # to <backup>/chief, the others to temporary subfolders, and every
+        # task restores from <backup>/chief (on nodes, a worker's unit copies
+        # the chief's folder over before it starts: training.backup).
+        keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)),
         progress,
         keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
     ]
@@ -231,9 +311,6 @@ def _train(
         # Batch-level, so not under ParameterServerStrategy (tf_keras refuses those
         # there); a diverged parameter_server run is caught from its history below.
         callbacks.append(keras.callbacks.TerminateOnNaN())
-        # Every task names the same folder; tf_keras keeps the chief's copy and
-        # gives the others temporary subfolders.
-        callbacks.append(keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)))
 
     log.info(
         "%s: %s on %s, %d epochs x %d steps, global batch %d (%d per worker x %d replicas)",
@@ -255,25 +332,33 @@ def _train(
         verbose=0,
     )
     train_seconds = time.monotonic() - t0
-    last_loss = history.history.get("loss", [float("nan")])[-1]
-    if not math.isfinite(last_loss) or len(history.history.get("loss", [])) < config.epochs:
+    first_epoch = progress.first_epoch or 0
+    losses = history.history.get("loss", [])
+    last_loss = losses[-1] if losses else float("nan")
+    if not math.isfinite(last_loss) or len(losses) < config.epochs - first_epoch:
         raise TrainError(
             f"training diverged: the loss became {last_loss} in epoch "
-            f"{len(history.history.get('loss', []))}; lower learning_rate (now {learning_rate})"
+            f"{first_epoch + len(losses)}; lower learning_rate (now {learning_rate})"
         )
-    if is_chief:
-        with contextlib.suppress(OSError):
-            (real_out / BACKUP_DIR).rmdir()  # BackupAndRestore empties it when a run ends
-
+    hooks.task_log.write("end")
     model_path = out / MODEL_FILE
     model.save(model_path)  # every MWMS worker saves: saving may run collectives
     if not is_chief:
+        remove_synced_backup(real_out / BACKUP_DIR)
+    with contextlib.suppress(OSError):
+        # BackupAndRestore empties it when a run ends; the last task out removes it.
+        (real_out / BACKUP_DIR).rmdir()
+    if not is_chief:
         return None
 
+    epochs_done = _epochs_from_events(read_events(out / PROGRESS_FILE), config.epochs)
     x_test, y_test = datasets.test_arrays(data)
     restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
     test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
     examples = config.epochs * steps * global_batch
+    if first_epoch:
+        # Resumed: the epochs before the backup ran in earlier processes.
+        train_seconds = sum(float(e["seconds"]) for e in epochs_done)
     metrics: dict[str, Any] = {
         "run_id": config.run_id,
         "config": asdict(config),
@@ -291,12 +376,18 @@ def _train(
         "steps_per_epoch": steps,
         "train_examples_per_epoch": len(data.x_train),
         "test_examples": len(x_test),
-        "history": {k: [float(v) for v in vs] for k, vs in history.history.items()},
-        "epoch_seconds": [round(s, 3) for s in progress.epoch_seconds],
+        "history": {
+            key: [float(e.get(key, math.nan)) for e in epochs_done] for key in history.history
+        },
+        "epoch_seconds": [round(float(e["seconds"]), 3) for e in epochs_done],
         "epoch_examples_per_second": [
-            round(steps * global_batch / s, 1) for s in progress.epoch_seconds
+            round(steps * global_batch / float(e["seconds"]), 1) for e in epochs_done
         ],
-        "steady_examples_per_second": steady_rate(progress.epoch_seconds, steps * global_batch),
+        "steady_examples_per_second": steady_rate(
+            [float(e["seconds"]) for e in epochs_done], steps * global_batch
+        ),
+        "restarts": hooks.restarts,
+        "resumed_from_epoch": first_epoch or None,
         "test_loss": float(test_loss),
         "test_accuracy": float(test_accuracy),
         "train_seconds": round(train_seconds, 3),
@@ -317,3 +408,12 @@ def _train(
         examples_per_second=metrics["examples_per_second"],
     )
     return metrics
+
+
+def _epochs_from_events(events: list[dict[str, Any]], epochs: int) -> list[dict[str, Any]]:
+    """The newest ``epoch`` event of each epoch 1..epochs, across restarts of the chief."""
+    newest: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if event.get("event") == "epoch":
+            newest[int(event["epoch"])] = event
+    return [newest[e] for e in sorted(newest) if e <= epochs]

@@ -1,0 +1,164 @@
+"""Restarts, the start-up watchdog, the backup copy, status, metrics and plots, without a run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from training import backup, tasklog
+from training.cluster import parse_tf_config
+from training.exporter import Exporter
+from training.plots import LOSS_PLOT, RATE_PLOT, plot_run
+from training.progress import ProgressWriter
+from training.status import task_status
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_restarts_are_counted_from_the_task_log(tmp_path: Path) -> None:
+    for expected in (0, 1, 2):
+        _, restarts = tasklog.open_task_log(tmp_path, "worker-1")
+        assert restarts == expected
+    writer = ProgressWriter(tasklog.task_log_path(tmp_path, "worker-1"))
+    writer.write("resume", from_epoch=2)
+    writer.write("epoch", epoch=3, loss=0.25, accuracy=0.9, examples_per_second=410.0, seconds=5)
+    summary = tasklog.summarise(tasklog.task_log_path(tmp_path, "worker-1"))
+    assert summary["restarts"] == 2
+    assert summary["resumed_from"] == 2
+    assert (summary["epoch"], summary["loss"]) == (3, 0.25)
+
+
+def test_watchdog_names_the_task_that_never_came_up(tmp_path: Path) -> None:
+    up, down, me = free_port(), free_port(), free_port()
+    listener = socket.create_server(("127.0.0.1", up))
+    tf_config = {
+        "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{down}", f"127.0.0.1:{me}"]},
+        "task": {"type": "worker", "index": 2},
+    }
+    code = (
+        "import json, os, time\n"
+        "from training.cluster import parse_tf_config\n"
+        "from training.tasklog import StartupWatchdog\n"
+        "StartupWatchdog(parse_tf_config(os.environ['TF_CONFIG']), 1.0, None).start()\n"
+        "time.sleep(30)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    listener.close()
+    assert result.returncode == tasklog.STARTUP_TIMEOUT_EXIT
+    assert time.monotonic() - started < 20
+    assert f"worker-1 (127.0.0.1:{down})" in result.stderr
+    assert "worker-0" not in result.stderr.split("not answering:")[1]
+    assert "training_run_startup_timeout" in result.stderr
+
+
+def test_watchdog_stays_quiet_once_the_cluster_formed() -> None:
+    tf_config = parse_tf_config(
+        json.dumps(
+            {
+                "cluster": {"worker": ["127.0.0.1:2001", "127.0.0.1:2002"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        )
+    )
+    assert tf_config is not None
+    dog = tasklog.StartupWatchdog(tf_config, 0.5, None).start()
+    dog.formed()
+    time.sleep(1.0)  # still alive: os._exit would have ended pytest
+
+
+def test_a_worker_copies_the_chiefs_backup_and_forgets_a_stale_one(tmp_path: Path) -> None:
+    chief_backup = tmp_path / "chief-node" / "backup"
+    (chief_backup / "chief").mkdir(parents=True)
+    (chief_backup / "chief" / "checkpoint").write_text("epoch 2")
+    mine = tmp_path / "worker-node" / "backup"
+    assert backup.sync_from_chief(str(chief_backup), mine) is True
+    assert (mine / "chief" / "checkpoint").read_text() == "epoch 2"
+    # The chief starts a new run: no backup there yet, so none here either.
+    (chief_backup / "chief" / "checkpoint").unlink()
+    (chief_backup / "chief").rmdir()
+    assert backup.sync_from_chief(str(chief_backup), mine) is False
+    assert not (mine / "chief").exists()
+    backup.remove_synced_backup(mine)
+    assert not mine.exists()
+
+
+def test_an_unreachable_chief_fails_the_copy(tmp_path: Path) -> None:
+    with pytest.raises(backup.BackupSyncError, match="cannot copy the chief's backup"):
+        backup.sync_from_chief("nobody@127.0.0.1:/nowhere/backup", tmp_path / "backup", timeout=30)
+
+
+def test_local_status_reads_the_launcher_and_the_task_log(tmp_path: Path) -> None:
+    (tmp_path / "launcher.json").write_text(
+        json.dumps(
+            {
+                "pid": os.getpid(),
+                "state": "running",
+                "tasks": {"worker-1": {"pid": os.getpid(), "state": "running", "restarts": 1}},
+            }
+        )
+    )
+    writer = ProgressWriter(tasklog.task_log_path(tmp_path, "worker-1"))
+    writer.write("start", restarts=0)
+    writer.write("start", restarts=1)
+    writer.write("epoch", epoch=2, loss=0.5, accuracy=0.8, examples_per_second=300.0, seconds=4)
+    status = task_status(tmp_path, "worker-1", sample_seconds=0.1)
+    assert status["state"] == "running"
+    assert status["restarts"] == 1
+    assert status["epoch"] == 2
+    assert status["memory_mb"] and status["memory_mb"] > 0
+    assert status["line"].startswith("worker-1   running    epoch   2  loss 0.5000  restarts 1")
+
+
+def test_each_task_serves_its_metrics_to_prometheus() -> None:
+    port = free_port()
+    exporter = Exporter(port, "127.0.0.1", "worker-1", "run-x")
+    exporter.restarts.set(2)
+    exporter.record(epoch=3, steps=10, seconds=2.0, examples=640, logs={"loss": 0.5})
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    labels = 'job_type="worker",run_id="run-x",task="worker-1"'
+    assert f"raspi_tf_examples_per_second{{{labels}}} 320.0" in text
+    assert f"raspi_tf_step_seconds{{{labels}}} 0.2" in text
+    assert f"raspi_tf_epoch{{{labels}}} 3.0" in text
+    assert f"raspi_tf_restarts{{{labels}}} 2.0" in text
+    assert f"raspi_tf_steps_total{{{labels}}} 10.0" in text
+
+
+def test_plots_show_each_epoch_and_each_worker(tmp_path: Path) -> None:
+    progress = ProgressWriter(tmp_path / "progress.jsonl")
+    for epoch in (1, 2, 3):
+        progress.write("epoch", epoch=epoch, loss=1.0 / epoch, accuracy=0.5 + epoch / 10, seconds=3)
+    for task in ("worker-0", "worker-1"):
+        log = ProgressWriter(tasklog.task_log_path(tmp_path, task))
+        log.write("start", restarts=0)
+        log.write("epoch", epoch=1, examples_per_second=300.0)
+        log.write("start", restarts=1)
+        log.write("epoch", epoch=2, examples_per_second=280.0)
+    (tmp_path / "metrics.json").write_text(json.dumps({"test_accuracy": 0.96, "model": "m"}))
+    written = plot_run(tmp_path)
+    assert [p.name for p in written] == [LOSS_PLOT, RATE_PLOT]
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
+
+
+def test_a_run_without_epochs_gets_no_plots(tmp_path: Path) -> None:
+    assert plot_run(tmp_path) == []

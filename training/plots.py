@@ -1,0 +1,113 @@
+"""PNG plots of a finished run, next to its summary in ``runs/<run id>/``.
+
+- ``loss_accuracy.png``: training loss and accuracy per epoch (the chief's
+  ``progress.jsonl``), with the final test accuracy as a line.
+- ``examples_per_second.png``: each worker's examples/s per epoch against
+  wall time since the run started (``tasks/<task>.jsonl``); restarts show as
+  gaps and a marker.
+
+Uses matplotlib's non-interactive Agg backend: no display needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from training.progress import PROGRESS_FILE, read_events
+from training.tasklog import TASKS_DIR
+
+LOSS_PLOT = "loss_accuracy.png"
+RATE_PLOT = "examples_per_second.png"
+
+
+def _newest_per_epoch(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    newest: dict[int, dict[str, Any]] = {}
+    for e in events:
+        if e.get("event") == "epoch":
+            newest[int(e["epoch"])] = e
+    return [newest[k] for k in sorted(newest)]
+
+
+def plot_run(run_dir: Path) -> list[Path]:
+    """Write the run's plots into ``run_dir``.
+
+    Returns:
+        The PNG files written; none when the run has no finished epoch.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    written: list[Path] = []
+    epochs = _newest_per_epoch(read_events(run_dir / PROGRESS_FILE))
+    metrics: dict[str, Any] = {}
+    with contextlib.suppress(OSError, json.JSONDecodeError):
+        metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    title = f"{metrics.get('model', '')} {metrics.get('strategy', '')} {run_dir.name}".strip()
+    if epochs:
+        xs = [e["epoch"] for e in epochs]
+        fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
+        ax_loss.plot(xs, [e.get("loss") for e in epochs], marker="o")
+        ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
+        ax_acc.plot(xs, [e.get("accuracy") for e in epochs], marker="o", label="training")
+        if "test_accuracy" in metrics:
+            ax_acc.axhline(
+                metrics["test_accuracy"],
+                color="tab:green",
+                linestyle="--",
+                label=f"test {metrics['test_accuracy']:.3f}",
+            )
+        ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+        ax_acc.legend(loc="lower right")
+        for ax in (ax_loss, ax_acc):
+            ax.grid(alpha=0.3)
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        fig.suptitle(title)
+        fig.tight_layout()
+        path = run_dir / LOSS_PLOT
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+
+    task_logs = sorted((run_dir / TASKS_DIR).glob("*.jsonl"))
+    series = []
+    for log_path in task_logs:
+        events = read_events(log_path)
+        points = [e for e in events if e.get("event") == "epoch"]
+        if points:
+            starts = [e["time"] for e in events if e.get("event") == "start"]
+            series.append((log_path.stem, points, starts))
+    if series:
+        t0 = min(s[2][0] if s[2] else s[1][0]["time"] for s in series)
+        fig, ax = plt.subplots(figsize=(8, 4))
+        for name, points, starts in series:
+            times: list[float] = []
+            ys: list[float] = []
+            for point in points:
+                if times and any(times[-1] + t0 < s < point["time"] for s in starts):
+                    times.append(math.nan)  # a restart: break the line
+                    ys.append(math.nan)
+                times.append(point["time"] - t0)
+                ys.append(point["examples_per_second"])
+            line = ax.plot(times, ys, marker="o", label=name)
+            for restart in starts[1:]:
+                ax.axvline(restart - t0, color=line[0].get_color(), linestyle=":", alpha=0.7)
+        ax.set(
+            xlabel="seconds since the first task started",
+            ylabel="examples/s (this worker, per epoch)",
+            title=f"examples/s per worker (dotted: restarts) {title}",
+        )
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        path = run_dir / RATE_PLOT
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written

@@ -1,0 +1,153 @@
+"""The state of each task of a run, for ``status.yml``: one JSON object per task.
+
+State comes from systemd (nodes: the task's unit) or from the local
+launcher's state file; epoch, loss and restarts from the task's own log
+(:mod:`training.tasklog`); CPU and memory from ``/proc/<pid>`` of the task's
+main process, sampled over ``sample_seconds``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from training.follow import unit_state
+from training.launcher import pid_alive, read_state
+from training.tasklog import summarise, task_log_path
+
+#: Clock ticks per second of /proc/<pid>/stat times.
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[11]) + int(fields[12])  # utime + stime, fields 14 and 15 of proc(5)
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def usage(pid: int | None, sample_seconds: float = 1.0) -> dict[str, float | None]:
+    """CPU use (percent of one core, over ``sample_seconds``) and resident memory (MB).
+
+    Returns:
+        ``{"cpu_percent", "memory_mb"}``; None for a process that is gone.
+    """
+    if not pid or not pid_alive(pid):
+        return {"cpu_percent": None, "memory_mb": None}
+    before = _cpu_ticks(pid)
+    time.sleep(sample_seconds)
+    after = _cpu_ticks(pid)
+    cpu = None
+    if before is not None and after is not None:
+        cpu = round(100.0 * (after - before) / CLOCK_TICKS / sample_seconds, 1)
+    return {"cpu_percent": cpu, "memory_mb": _rss_mb(pid)}
+
+
+def _systemd(unit: str) -> tuple[str, int | None, int]:
+    state = unit_state(unit)
+    active, result = state.get("ActiveState", ""), state.get("Result", "")
+    sub = state.get("SubState", "")
+    pid = int(state.get("MainPID", "0") or 0) or None
+    restarts = int(state.get("NRestarts", "0") or 0)
+    if active == "active":
+        return "running", pid, restarts
+    if active == "activating" and sub == "auto-restart":
+        return "restarting", pid, restarts
+    if active in ("activating", "reloading"):
+        return "starting", pid, restarts
+    if active == "deactivating":
+        return "stopping", pid, restarts
+    if active == "failed" or result not in ("", "success"):
+        return "failed", None, restarts
+    return "inactive", None, restarts  # finished or stopped: the task log tells which
+
+
+def task_status(
+    run_dir: Path, task: str, unit: str | None = None, sample_seconds: float = 1.0
+) -> dict[str, Any]:
+    """One task's state.
+
+    Args:
+        run_dir: the task's run folder on its node (the run folder on the
+            local inventory).
+        task: the task name, e.g. ``worker-1``.
+        unit: its systemd unit on nodes; None on the local inventory.
+        sample_seconds: how long CPU use is sampled, in seconds.
+
+    Returns:
+        ``{"task", "state", "restarts", "epoch", "loss", "accuracy",
+        "examples_per_second", "resumed_from", "cpu_percent", "memory_mb"}``;
+        state is one of running, restarting, starting, stopping, finished,
+        failed, stopped, inactive, unknown.
+
+    Raises:
+        training.follow.FollowError: systemd does not know the unit.
+    """
+    logged = summarise(task_log_path(run_dir, task))
+    if unit:
+        state, pid, restarts = _systemd(unit)
+        if state == "inactive" and logged["started"] is not None:
+            state = "finished" if logged["ended"] else "stopped"
+    else:
+        launcher = read_state(run_dir)
+        info = launcher.get("tasks", {}).get(task, {})
+        pid = info.get("pid")
+        restarts = int(info.get("restarts", logged["restarts"]))
+        if info.get("state") == "running" and pid_alive(pid):
+            state = "running"
+        elif info.get("state") == "restarting":
+            state = "restarting"
+        elif info.get("returncode") == 0 or logged["ended"]:
+            state = "finished"
+        elif launcher.get("state") == "stopped" or (info and not pid_alive(launcher.get("pid"))):
+            state = "stopped"
+        elif info:
+            state = "failed"
+        else:
+            state = "unknown"
+    result: dict[str, Any] = {
+        "task": task,
+        "host": socket.gethostname(),
+        "state": state,
+        "restarts": max(restarts, logged["restarts"]),
+        "epoch": logged["epoch"],
+        "loss": logged["loss"],
+        "accuracy": logged["accuracy"],
+        "examples_per_second": logged["examples_per_second"],
+        "resumed_from": logged["resumed_from"],
+        **usage(pid if state in ("running", "starting") else None, sample_seconds),
+    }
+    result["line"] = describe(result)
+    return result
+
+
+def describe(status: dict[str, Any]) -> str:
+    """One table line of :func:`task_status`'s result, e.g.
+
+    ``worker-1   running    epoch   3  loss 0.3124  restarts 1  cpu  96%  mem   512 MB  node2``.
+    """
+
+    def fmt(value: Any, spec: str) -> str:
+        return format(value, spec) if isinstance(value, (int, float)) else "-"
+
+    return (
+        f"{status['task']:<10} {status['state']:<10} epoch {fmt(status['epoch'], 'd'):>3}  "
+        f"loss {fmt(status['loss'], '.4f'):>6}  restarts {status['restarts']}  "
+        f"cpu {fmt(status['cpu_percent'], '.0f'):>3}%  "
+        f"mem {fmt(status['memory_mb'], '.0f'):>5} MB  "
+        f"{status['host']}"
+    )
