@@ -255,6 +255,6 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "stop":
         result = launcher.stop(args.run_dir)
-        print(json.dumps(result))
+        print(f"{args.run_dir.resolve().name}: {result['state']}; no task of it is running")
         return 0 if result["done"] else 1
     raise AssertionError(args.command)

@@ -19,6 +19,8 @@ from training.progress import PROGRESS_FILE, describe, read_events
 
 #: Seconds between two looks at the run while following it.
 POLL = 0.5
+#: Written into the chief's run folder by stop.yml before it stops the units.
+STOP_MARKER = ".stop-requested"
 
 
 class FollowError(RuntimeError):
@@ -108,6 +110,8 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
     if unit:
         ended = any(e.get("event") == "end" for e in events)
         current, reason, log_tail = _systemd_status(unit, ended)
+        if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
+            current, reason, log_tail = "stopped", "stopped by stop.yml", ""
     else:
         current, reason, log_tail = _local_status(run_dir)
     line = describe(events)

@@ -216,6 +216,7 @@ class Launcher:
         self._write_state(state="stopping", reason=reason)
         self._stop_all(grace if outcome == "succeeded" else 0.0)
         self._write_state(state=outcome, reason=reason, finished=time.time())
+        _settle_run_record(self.run_dir, outcome, reason)
         return {"succeeded": 0, "failed": 1, "stopped": 3}[outcome]
 
     def _restart_due(self) -> None:
@@ -227,6 +228,25 @@ class Launcher:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop_requested = signal.Signals(signum).name
+
+
+def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
+    """Mark ``run.json`` (written by train.yml) with the outcome if it still says running.
+
+    train.yml records the outcome itself; this covers a train.yml that was
+    interrupted (Ctrl-C) while the run went on in the background.
+    """
+    path = run_dir / "run.json"
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return
+    if record.get("state") != "running":
+        return
+    record.update(state=outcome, reason=reason)
+    tmp = run_dir / ".run.json.tmp"
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def _die_with_parent() -> None:

@@ -1,0 +1,216 @@
+"""A run that loses a worker in epoch 2, seen by Prometheus and TensorBoard; status and stop.
+
+Runs after test_cluster.py (the undisturbed runs of side_effect are the baseline).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import testinfra
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+NODE_RUNS = "/var/lib/raspi-tf/runs"
+NODES = ("node1", "node2", "node3")
+
+
+def node(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def playbook(name: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / name), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"},
+    )
+
+
+def wait_for_epoch(run_id: str, epoch: int, timeout: float = 600) -> None:
+    n1 = node("node1")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = n1.run(f"cat {NODE_RUNS}/{run_id}/progress.jsonl 2>/dev/null").stdout
+        events = [json.loads(line) for line in text.splitlines() if line.strip()]
+        if any(e["event"] == "epoch" and e["epoch"] >= epoch for e in events):
+            return
+        time.sleep(1)
+    raise AssertionError(f"{run_id}: epoch {epoch} did not end within {timeout} s")
+
+
+def address(name: str) -> str:
+    return subprocess.run(
+        [
+            "docker",
+            "inspect",
+            "-f",
+            "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+            name,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+
+
+def get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def prometheus(query: str) -> list[dict]:
+    url = f"http://{address('node1')}:9090/api/v1/query?" + urllib.parse.urlencode({"query": query})
+    return get_json(url)["data"]["result"]
+
+
+def until(probe, timeout: float = 90):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = probe()
+            if value:
+                return value
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return probe()
+        time.sleep(3)
+
+
+def baseline_accuracy() -> float:
+    for metrics in sorted((EPHEMERAL / "runs").glob("*/metrics.json")):
+        data = json.loads(metrics.read_text())
+        if data["strategy"] == "multi_worker_mirrored":
+            return float(data["test_accuracy"])
+    raise AssertionError("no undisturbed multi_worker_mirrored run in side_effect")
+
+
+@pytest.fixture(scope="module")
+def fault_run() -> dict[str, Any]:
+    """mnist_cnn, multi_worker_mirrored on 3 nodes, as side_effect; worker-1 killed in epoch 2."""
+    runs = EPHEMERAL / "fault-runs"
+    play = playbook(
+        "train.yml",
+        "-e", "model=mnist_cnn",
+        "-e", "tf_cluster_strategy=multi_worker_mirrored",
+        "-e", "training_run_id=fault-mwms",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    seen: dict[str, Any] = {}
+    try:
+        wait_for_epoch("fault-mwms", 1)
+        # While it runs: Prometheus has every worker's examples/s and every node's CPU.
+        seen["examples"] = until(
+            lambda: len(r := prometheus("raspi_tf_examples_per_second > 0")) >= 3 and r
+        )
+        seen["cpu"] = until(
+            lambda: (
+                len(
+                    r := prometheus(
+                        '100 * (1 - avg by (node) (rate(node_cpu_seconds_total{mode="idle"}[1m])))'
+                    )
+                )
+                >= 3
+                and r
+            )
+        )
+        tensorboard = f"http://{address('node1')}:6006"
+        seen["tb_tags"] = until(
+            lambda: {
+                run: tags
+                for run, tags in get_json(f"{tensorboard}/data/plugin/scalars/tags").items()
+                if run.startswith("fault-mwms")
+            }
+        )
+        # Into epoch 2, then kill -9 worker-1's training process.
+        time.sleep(2)
+        n2 = node("node2")
+        pid = n2.check_output("systemctl show -p MainPID --value raspi-tf-task@worker-1.service")
+        assert int(pid) > 0
+        n2.run(f"kill -9 {pid}")
+        seen["killed_at"] = time.time()
+        output, _ = play.communicate(timeout=1200)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    seen["rc"], seen["output"] = play.returncode, output
+    seen["metrics"] = json.loads((runs / "fault-mwms" / "metrics.json").read_text())
+    seen["dir"] = runs / "fault-mwms"
+    return seen
+
+
+def test_the_run_survives_a_killed_worker(fault_run: dict[str, Any]) -> None:
+    assert fault_run["rc"] == 0, fault_run["output"][-4000:]
+    m = fault_run["metrics"]
+    assert m["resumed_from_epoch"] >= 1, "restarted from epoch 0, not from the backup"
+    assert len(m["history"]["loss"]) == m["epochs"] == 8
+    assert abs(m["test_accuracy"] - baseline_accuracy()) <= 0.02, m["test_accuracy"]
+    assert "resumed from the backup made after epoch" in fault_run["output"]
+    worker_log = fault_run["dir"] / "tasks" / "worker-1.jsonl"
+    starts = [
+        e for e in map(json.loads, worker_log.read_text().splitlines()) if e["event"] == "start"
+    ]
+    assert [e["restarts"] for e in starts] == [0, 1]
+    journal = (fault_run["dir"] / "logs" / "worker-1.log").read_text()
+    assert "copied the chief's backup" in journal  # ExecStartPre brought the chief's epoch
+    for png in ("loss_accuracy.png", "examples_per_second.png"):
+        assert (fault_run["dir"] / png).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_prometheus_saw_every_worker_and_every_node(fault_run: dict[str, Any]) -> None:
+    tasks = {r["metric"]["task"] for r in fault_run["examples"]}
+    assert tasks == {"worker-0", "worker-1", "worker-2"}
+    assert all(float(r["value"][1]) > 0 for r in fault_run["examples"])
+    assert {r["metric"]["node"] for r in fault_run["cpu"]} == set(NODES)
+
+
+def test_tensorboard_on_the_chief_lists_the_runs_scalars(fault_run: dict[str, Any]) -> None:
+    tags = fault_run["tb_tags"]
+    assert any("epoch_loss" in t and "epoch_accuracy" in t for t in tags.values()), tags
+
+
+def test_status_and_stop_mid_run_keep_the_backups() -> None:
+    runs = EPHEMERAL / "stop-runs"
+    play = playbook(
+        "train.yml",
+        "-e", "epochs=40",
+        "-e", "training_run_id=stop-mwms",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    try:
+        wait_for_epoch("stop-mwms", 1)
+        status = playbook(
+            "status.yml", "-e", "run=stop-mwms", "-e", f"training_run_runs_dir={runs}"
+        )
+        status_out, _ = status.communicate(timeout=300)
+        assert status.returncode == 0, status_out[-3000:]
+        for task in ("worker-0", "worker-1", "worker-2"):
+            assert re.search(rf"{task} +running +epoch +[1-9].*cpu +\d+%", status_out), status_out
+        stop = playbook("stop.yml", "-e", "run=stop-mwms", "-e", f"training_run_runs_dir={runs}")
+        stop_out, _ = stop.communicate(timeout=300)
+        assert stop.returncode == 0, stop_out[-3000:]
+        output, _ = play.communicate(timeout=300)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    assert play.returncode != 0 and "stopped" in output
+    for name in NODES:
+        active = node(name).run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
+        assert active.stdout.strip() == "", f"{name}: {active.stdout}"
+        assert node(name).run("pgrep -f '[-]m training train'").rc == 1
+    backup = node("node1").run(f"ls {NODE_RUNS}/stop-mwms/backup/chief/")
+    assert re.search(r"ckpt-\d+\.index", backup.stdout), backup.stdout
+    assert json.loads((runs / "stop-mwms" / "run.json").read_text())["state"] == "stopped"
