@@ -172,7 +172,10 @@ def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> tupl
             file without the expected arrays.
     """
     if name not in PREPARERS:
-        raise DatasetError(f"dataset {name!r} is unknown; known: {', '.join(sorted(PREPARERS))}")
+        raise DatasetError(
+            f"dataset {name!r} is unknown; known: {', '.join(sorted(PREPARERS))}. "
+            "Fix: -e dataset=mnist_5k (offline) or -e dataset=mnist"
+        )
     out = dataset_path(data_dir, name)
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists():
@@ -222,7 +225,10 @@ def _atomic_savez(dst: Path, arrays: tuple[np.ndarray, ...]) -> None:
 
 def _require_staged(data_dir: Path | str, name: str) -> Path:
     if name not in PREPARERS:
-        raise DatasetError(f"dataset {name!r} is unknown; known: {', '.join(sorted(PREPARERS))}")
+        raise DatasetError(
+            f"dataset {name!r} is unknown; known: {', '.join(sorted(PREPARERS))}. "
+            "Fix: -e dataset=mnist_5k (offline) or -e dataset=mnist"
+        )
     path = dataset_path(data_dir, name)
     if not path.exists():
         raise DatasetError(

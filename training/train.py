@@ -221,6 +221,19 @@ class _Hooks:
     on_formed: Any
 
 
+def _can_back_up(tf_config: TFConfig | None, ps: bool) -> bool:
+    """Whether BackupAndRestore can keep this run's state.
+
+    Always under multi_worker_mirrored. Under parameter_server only when every
+    task shares the chief's host: TensorFlow saves each variable on its ps
+    task's own host, so a cluster of several hosts would split the checkpoint
+    over their disks.
+    """
+    if not ps or tf_config is None:
+        return True
+    return all(t.host == tf_config.task.host for t in tf_config.tasks)
+
+
 def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
     if not config.metrics_port_offset or tf_config is None:
         return 0
@@ -298,15 +311,21 @@ def _train(
         on_formed=hooks.on_formed,
     )
     callbacks = [
+        progress,
+        keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
+    ]
+    if _can_back_up(tf_config, ps):
         # Restores the newest backup in on_train_begin, so it goes first.
         # Every task names the same folder; tf_keras writes the chief's copy
         # to <backup>/chief, the others to temporary subfolders, and every
         # task restores from <backup>/chief (on nodes, a worker's unit copies
         # the chief's folder over before it starts: training.backup).
-        keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)),
-        progress,
-        keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
-    ]
+        callbacks.insert(0, keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)))
+    else:
+        log.warning(
+            "parameter_server across hosts: no backup (each ps would write its shard of the "
+            "checkpoint on its own disk); a dead ps or chief restarts the run from epoch 0"
+        )
     if not ps:
         # Batch-level, so not under ParameterServerStrategy (tf_keras refuses those
         # there); a diverged parameter_server run is caught from its history below.
