@@ -119,11 +119,7 @@ class Launcher:
     def _poll(self) -> list[_Child]:
         exited = []
         for child in self.children.values():
-            if (
-                child.returncode is None
-                and child.restart_at is None
-                and child.process.poll() is not None
-            ):
+            if child.returncode is None and child.process.poll() is not None:
                 child.returncode = child.process.returncode
                 child.log_handle.close()
                 exited.append(child)

@@ -17,19 +17,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from training.progress import PROGRESS_FILE, read_events
+from training.progress import PROGRESS_FILE, newest_epochs, read_events
 from training.tasklog import TASKS_DIR
 
 LOSS_PLOT = "loss_accuracy.png"
 RATE_PLOT = "examples_per_second.png"
-
-
-def _newest_per_epoch(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    newest: dict[int, dict[str, Any]] = {}
-    for e in events:
-        if e.get("event") == "epoch":
-            newest[int(e["epoch"])] = e
-    return [newest[k] for k in sorted(newest)]
 
 
 def plot_run(run_dir: Path) -> list[Path]:
@@ -45,7 +37,7 @@ def plot_run(run_dir: Path) -> list[Path]:
     import matplotlib.ticker
 
     written: list[Path] = []
-    epochs = _newest_per_epoch(read_events(run_dir / PROGRESS_FILE))
+    epochs = newest_epochs(read_events(run_dir / PROGRESS_FILE))
     metrics: dict[str, Any] = {}
     with contextlib.suppress(OSError, json.JSONDecodeError):
         metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))

@@ -60,6 +60,18 @@ def read_events(path: Path) -> list[dict[str, Any]]:
     return events
 
 
+def newest_epochs(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest ``epoch`` event of each epoch, in epoch order.
+
+    A restarted chief repeats the epochs after its backup; the later event wins.
+    """
+    newest: dict[int, dict[str, Any]] = {}
+    for event in events:
+        if event.get("event") == "epoch":
+            newest[int(event["epoch"])] = event
+    return [newest[e] for e in sorted(newest)]
+
+
 def _fmt(value: Any, spec: str = ".4f") -> str:
     if isinstance(value, (int, float)) and math.isfinite(value):
         return format(value, spec)
@@ -166,9 +178,9 @@ def make_callback(
                 self.first_epoch = epoch
                 if epoch > 0:
                     # BackupAndRestore restored the state after `epoch` epochs.
-                    writer.write("resume", from_epoch=epoch)
-                    if task_writer is not None:
-                        task_writer.write("resume", from_epoch=epoch)
+                    for out in (writer, task_writer):
+                        if out is not None:
+                            out.write("resume", from_epoch=epoch)
                 if not batch_events:
                     self._formed()
             self.epoch = epoch + 1
@@ -181,21 +193,16 @@ def make_callback(
             seconds = time.monotonic() - self.epoch_start
             self.epoch_seconds.append(seconds)
             values = _floats(logs)
-            writer.write(
-                "epoch",
-                epoch=epoch + 1,
-                seconds=round(seconds, 3),
-                examples_per_second=round(steps_per_epoch * examples_per_step / seconds, 1),
-                **values,
-            )
-            if task_writer is not None:
-                task_writer.write(
-                    "epoch",
-                    epoch=epoch + 1,
-                    seconds=round(seconds, 3),
-                    examples_per_second=round(steps_per_epoch * per_worker / seconds, 1),
-                    **values,
-                )
+            # The run's log counts the cluster's examples, the task's log this worker's.
+            for out, per_step in ((writer, examples_per_step), (task_writer, per_worker)):
+                if out is not None:
+                    out.write(
+                        "epoch",
+                        epoch=epoch + 1,
+                        seconds=round(seconds, 3),
+                        examples_per_second=round(steps_per_epoch * per_step / seconds, 1),
+                        **values,
+                    )
             if exporter is not None:
                 steps = steps_per_epoch - self.last_step
                 exporter.record(

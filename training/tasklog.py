@@ -17,7 +17,6 @@ This module imports no TensorFlow.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -147,8 +146,3 @@ def summarise(path: Path) -> dict[str, Any]:
         "resumed_from": resumes[-1]["from_epoch"] if resumes else None,
         "ended": bool(events) and events[-1].get("event") == "end",
     }
-
-
-def dump(path: Path) -> str:
-    """The task log as one JSON list, for tests and debugging."""
-    return json.dumps(read_events(path))

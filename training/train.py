@@ -29,7 +29,13 @@ from training import models
 from training.backup import remove_synced_backup
 from training.cluster import TFConfig, is_loopback, parse_tf_config
 from training.exporter import Exporter
-from training.progress import PROGRESS_FILE, ProgressWriter, make_callback, read_events
+from training.progress import (
+    PROGRESS_FILE,
+    ProgressWriter,
+    make_callback,
+    newest_epochs,
+    read_events,
+)
 from training.tasklog import StartupWatchdog, open_task_log
 
 log = logging.getLogger(__name__)
@@ -370,7 +376,9 @@ def _train(
     if not is_chief:
         return None
 
-    epochs_done = _epochs_from_events(read_events(out / PROGRESS_FILE), config.epochs)
+    epochs_done = [
+        e for e in newest_epochs(read_events(out / PROGRESS_FILE)) if e["epoch"] <= config.epochs
+    ]
     x_test, y_test = datasets.test_arrays(data)
     restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
     test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
@@ -427,12 +435,3 @@ def _train(
         examples_per_second=metrics["examples_per_second"],
     )
     return metrics
-
-
-def _epochs_from_events(events: list[dict[str, Any]], epochs: int) -> list[dict[str, Any]]:
-    """The newest ``epoch`` event of each epoch 1..epochs, across restarts of the chief."""
-    newest: dict[int, dict[str, Any]] = {}
-    for event in events:
-        if event.get("event") == "epoch":
-            newest[int(event["epoch"])] = event
-    return [newest[e] for e in sorted(newest) if e <= epochs]
