@@ -179,13 +179,33 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
     assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
 
 
-def test_parameter_server_cnn(provisioned: None, tmp_path: Path) -> None:
-    result = train(tmp_path, "-e", "model=mnist_cnn", "-e", "strategy=parameter_server")
-    assert result.returncode == 0, result.stdout[-4000:]
+def starts_of(run: Path, task: str) -> list[int]:
+    """The restart count of each start of ``task``, from its own log."""
+    events = [json.loads(x) for x in (run / "tasks" / f"{task}.jsonl").read_text().splitlines()]
+    return [e["restarts"] for e in events if e["event"] == "start"]
+
+
+def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps(
+    provisioned: None, tmp_path: Path
+) -> None:
+    play = start_train(tmp_path, "-e", "model=mnist_cnn", "-e", "strategy=parameter_server")
+    wait_for_epoch(tmp_path, 1)
+    kill_task(tmp_path, "worker-1")  # the coordinator goes on with worker-0
+    wait_for_epoch(tmp_path, 2)
+    time.sleep(1)
+    kill_task(tmp_path, "ps-0")  # the variables are gone: the chief restarts
+    output, _ = play.communicate(timeout=900)
+    assert play.returncode == 0, output[-4000:]
+    latest = tmp_path / "latest"
     m = metrics_of(tmp_path)
     assert m["strategy"] == "parameter_server"
     assert sorted(m["tasks"]) == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    assert m["resumed_from_epoch"] >= 2  # from the chief's backup, not from epoch 0
+    assert len(m["history"]["loss"]) == m["epochs"]
     assert m["test_accuracy"] >= 0.90, m["test_accuracy"]
+    assert starts_of(latest, "worker-1") == [0, 1]
+    assert starts_of(latest, "ps-0") == [0, 1]
+    assert starts_of(latest, "chief-0") == [0, 1]  # for the ps only, not for the worker
     assert not training_processes()  # ps and worker servers never exit by themselves
 
 

@@ -20,6 +20,7 @@ import logging
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -78,3 +79,60 @@ def remove_synced_backup(backup_dir: Path) -> None:
     """Remove a worker's copy of the chief's backup once its run has succeeded."""
     if (backup_dir / SYNC_MARKER).exists():
         shutil.rmtree(backup_dir, ignore_errors=True)
+
+
+#: Where a parameter_server run reads and writes its backup: the chief's CPU.
+#: Without it TensorFlow runs each variable's SaveV2/RestoreV2 on the ps task
+#: that holds it, so the checkpoint would be split over the ps hosts' disks.
+CHIEF_IO_DEVICE = "/job:chief/replica:0/task:0/device:CPU:0"
+
+
+def backup_callback(keras: Any, backup_dir: Path, io_device: str | None = None) -> Any:
+    """tf_keras' ``BackupAndRestore`` for ``backup_dir``, its files on one host.
+
+    Args:
+        keras: the tf_keras module the model was built with.
+        backup_dir: the run's ``backup`` folder; the chief's copy goes to
+            ``backup_dir/chief``.
+        io_device: None for tf_keras' own callback (multi_worker_mirrored and
+            single process: every task saves on its own host). A device name
+            such as :data:`CHIEF_IO_DEVICE` makes every save and restore read
+            and write files there, through ``tf.train.CheckpointOptions``
+            (``experimental_io_device``), which tf_keras does not pass itself.
+
+    Returns:
+        A Keras callback; put it first, it restores in ``on_train_begin``.
+    """
+    if io_device is None:
+        return keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir))
+
+    import tensorflow as tf
+    from tf_keras.src.distribute.worker_training_state import WorkerTrainingState
+
+    options = tf.train.CheckpointOptions(experimental_io_device=io_device)
+
+    class _OneDiskState(WorkerTrainingState):
+        # The coordinator (chief) is the only task that runs the callback, and
+        # it is the checkpointing task: read and write managers are the same.
+        def back_up(self, epoch: int, batch: int = 0) -> None:
+            self.write_checkpoint_manager.save(options=options)
+
+        def restore(self) -> None:
+            latest = self.read_checkpoint_manager.latest_checkpoint
+            if latest:
+                self.read_checkpoint_manager.checkpoint.restore(latest, options=options)
+
+    class _OneDiskBackupAndRestore(keras.callbacks.BackupAndRestore):
+        def on_train_begin(self, logs: Any = None) -> None:
+            # tf_keras 2.21's on_train_begin with its state class swapped.
+            model = self.model
+            optimizer = model.optimizer
+            if model.built and optimizer is not None and not getattr(optimizer, "_built", False):
+                optimizer.build(model.trainable_variables)
+            model._training_state = _OneDiskState(
+                model, self.backup_dir, self.save_freq, self.save_before_preemption
+            )
+            self._training_state = model._training_state
+            self._training_state.restore()
+
+    return _OneDiskBackupAndRestore(backup_dir=str(backup_dir))

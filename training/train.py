@@ -26,7 +26,7 @@ from typing import Any
 
 from training import data as datasets
 from training import models
-from training.backup import remove_synced_backup
+from training.backup import CHIEF_IO_DEVICE, backup_callback, remove_synced_backup
 from training.cluster import TFConfig, is_loopback, parse_tf_config
 from training.exporter import Exporter
 from training.progress import (
@@ -227,19 +227,6 @@ class _Hooks:
     on_formed: Any
 
 
-def _can_back_up(tf_config: TFConfig | None, ps: bool) -> bool:
-    """Whether BackupAndRestore can keep this run's state.
-
-    Always under multi_worker_mirrored. Under parameter_server only when every
-    task shares the chief's host: TensorFlow saves each variable on its ps
-    task's own host, so a cluster of several hosts would split the checkpoint
-    over their disks.
-    """
-    if not ps or tf_config is None:
-        return True
-    return all(t.host == tf_config.task.host for t in tf_config.tasks)
-
-
 def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
     if not config.metrics_port_offset or tf_config is None:
         return 0
@@ -320,18 +307,16 @@ def _train(
         progress,
         keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
     ]
-    if _can_back_up(tf_config, ps):
-        # Restores the newest backup in on_train_begin, so it goes first.
-        # Every task names the same folder; tf_keras writes the chief's copy
-        # to <backup>/chief, the others to temporary subfolders, and every
-        # task restores from <backup>/chief (on nodes, a worker's unit copies
-        # the chief's folder over before it starts: training.backup).
-        callbacks.insert(0, keras.callbacks.BackupAndRestore(backup_dir=str(real_out / BACKUP_DIR)))
-    else:
-        log.warning(
-            "parameter_server across hosts: no backup (each ps would write its shard of the "
-            "checkpoint on its own disk); a dead ps or chief restarts the run from epoch 0"
-        )
+    # Restores the newest backup in on_train_begin, so it goes first. Under
+    # multi_worker_mirrored every task names the same folder; tf_keras writes
+    # the chief's copy to <backup>/chief, the others to temporary subfolders,
+    # and every task restores from <backup>/chief (on nodes, a worker's unit
+    # copies the chief's folder over before it starts: training.backup).
+    # Under parameter_server only the chief runs fit; its backup must stay on
+    # its own disk, not on the ps hosts that hold the variables.
+    callbacks.insert(
+        0, backup_callback(keras, real_out / BACKUP_DIR, CHIEF_IO_DEVICE if ps else None)
+    )
     if not ps:
         # Batch-level, so not under ParameterServerStrategy (tf_keras refuses those
         # there); a diverged parameter_server run is caught from its history below.

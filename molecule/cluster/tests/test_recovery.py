@@ -194,6 +194,60 @@ def test_tensorboard_on_the_chief_lists_the_runs_scalars(fault_run: dict[str, An
     assert any("epoch_loss" in t and "epoch_accuracy" in t for t in tags.values()), tags
 
 
+def kill_unit(name: str, task: str) -> None:
+    """``kill -9`` the training process of ``task`` on node ``name``."""
+    host = node(name)
+    pid = host.check_output(f"systemctl show -p MainPID --value raspi-tf-task@{task}.service")
+    assert int(pid) > 0, f"{task} is not running on {name}"
+    host.run(f"kill -9 {pid}")
+
+
+def baseline_ps_accuracy() -> float:
+    for metrics in sorted((EPHEMERAL / "runs").glob("*/metrics.json")):
+        data = json.loads(metrics.read_text())
+        if data["strategy"] == "parameter_server":
+            return float(data["test_accuracy"])
+    raise AssertionError("no undisturbed parameter_server run in side_effect")
+
+
+def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps() -> None:
+    """worker-2 killed in epoch 2, ps-0 in epoch 3: the chief's backup is on the chief's disk."""
+    runs = EPHEMERAL / "fault-runs"
+    play = playbook(
+        "train.yml",
+        "-e", "model=mnist_cnn",
+        "-e", "tf_cluster_strategy=parameter_server",
+        "-e", "training_run_id=fault-ps",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    try:
+        wait_for_epoch("fault-ps", 1, play)
+        kill_unit("node3", "worker-2")  # the coordinator goes on with the other workers
+        wait_for_epoch("fault-ps", 2, play)
+        time.sleep(1)
+        kill_unit("node2", "ps-0")  # the variables are gone: the chief restarts
+        output, _ = play.communicate(timeout=1200)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    assert play.returncode == 0, output[-4000:]
+    run = runs / "fault-ps"
+    m = json.loads((run / "metrics.json").read_text())
+    # Restored on the chief from the backup the chief itself wrote after epoch 2.
+    assert m["resumed_from_epoch"] >= 2, m["resumed_from_epoch"]
+    assert len(m["history"]["loss"]) == m["epochs"]
+    assert abs(m["test_accuracy"] - baseline_ps_accuracy()) <= 0.03, m["test_accuracy"]
+    assert "resumed from the backup made after epoch" in output
+
+    def starts(task: str) -> list[int]:
+        events = map(json.loads, (run / "tasks" / f"{task}.jsonl").read_text().splitlines())
+        return [e["restarts"] for e in events if e["event"] == "start"]
+
+    assert starts("worker-2") == [0, 1]
+    assert starts("ps-0") == [0, 1]
+    assert starts("chief-0") == [0, 1]  # for the ps only: a dead worker did not stop it
+
+
 def test_status_and_stop_mid_run_keep_the_backups() -> None:
     runs = EPHEMERAL / "stop-runs"
     play = playbook(
