@@ -62,6 +62,19 @@ def test_the_global_batch_counts_every_worker(
     assert "one step's batch of 4002" in capsys.readouterr().err
 
 
+def test_a_metrics_port_above_65535_is_refused(
+    staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = {"worker": ["127.0.0.1:62222"]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    )
+    argv = ["check", "--data-dir", str(staged), "--metrics-port-offset", "5000"]
+    assert main(argv) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "worker-0: port 67222" in err and "training_run_metrics_port_offset" in err
+
+
 def test_tf_config_file_that_is_missing(staged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--data-dir", str(staged), "--tf-config-file", "/nonexistent"]) == 2
     assert "cannot read --tf-config-file" in capsys.readouterr().err

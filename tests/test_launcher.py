@@ -224,3 +224,22 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
             json.dumps({"event": "epoch", "epoch": 3, "loss": 0.2, "accuracy": 0.9}) + "\n"
         )
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("epoch 3/3")
+
+
+def test_a_live_run_on_the_same_ports_is_found(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run-a"
+    run_dir.mkdir()
+    tasks = [{"name": "worker-0", "port": 40001}, {"name": "worker-1", "port": 40002}]
+    (run_dir / launcher.SPEC_FILE).write_text(json.dumps({"tasks": tasks}))
+    # A process whose command line reads like `python -m training launch --run-dir ...`.
+    argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+    fake = subprocess.Popen([*argv, "training", "launch", "--run-dir", str(run_dir)])
+    try:
+        time.sleep(0.2)
+        found = launcher.runs_on_ports({40002, 40009})
+        assert found == [{"run_dir": str(run_dir), "pid": fake.pid, "ports": [40002]}]
+        assert launcher.runs_on_ports({40003}) == []
+    finally:
+        fake.kill()
+        fake.wait()
+    assert launcher.runs_on_ports({40002}) == []

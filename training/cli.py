@@ -7,7 +7,7 @@ Commands:
 - ``prepare-data``: write a dataset's ``.npz`` on the control node.
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
 - ``models``: list the registered models.
-- ``launch``, ``follow``, ``stop``: the local launcher (see :mod:`training.launcher`).
+- ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
 - ``status``: one task's state, epoch, loss, restarts, CPU and memory as JSON.
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
 - ``plot``: PNG plots of a run.
@@ -166,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="write a run's PNG plots into its folder")
     plot.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
+    running = sub.add_parser(
+        "running", help="local runs still going on any of these ports, as JSON"
+    )
+    running.add_argument("--ports", required=True, help="comma-separated TCP ports")
+
     stop = sub.add_parser("stop", help="stop a local run and all its tasks")
     stop.add_argument(
         "--run-dir", required=True, type=Path, help="the run's folder, e.g. runs/latest"
@@ -252,6 +257,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         for path in plot_run(args.run_dir):
             print(path)
+        return 0
+    if args.command == "running":
+        wanted = {int(p) for p in args.ports.split(",") if p}
+        print(json.dumps(launcher.runs_on_ports(wanted)))
         return 0
     if args.command == "stop":
         result = launcher.stop(args.run_dir)

@@ -302,6 +302,38 @@ def pid_alive(pid: int | None) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+def runs_on_ports(ports: set[int]) -> list[dict[str, Any]]:
+    """Local runs still going on this machine whose tasks use any of ``ports``.
+
+    A second run on the same ports would pass the port check while the first
+    one's tasks are still starting, then fail at its bind.
+
+    Returns:
+        One ``{"run_dir", "pid", "ports"}`` per live launcher (``ports``: the
+        shared ones, sorted), found through /proc and each launcher's spec.
+    """
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if "training" not in argv or "launch" not in argv or "--run-dir" not in argv:
+            continue
+        run_dir = Path(argv[argv.index("--run-dir") + 1])
+        if not run_dir.is_absolute():
+            with contextlib.suppress(OSError):
+                run_dir = (proc / "cwd").resolve() / run_dir
+        try:
+            spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        shared = sorted(ports & {int(t["port"]) for t in spec.get("tasks", []) if "port" in t})
+        if shared and pid_alive(int(proc.name)):
+            found.append({"run_dir": str(run_dir), "pid": int(proc.name), "ports": shared})
+    return found
+
+
 def stop(run_dir: Path, timeout: float = 60.0) -> dict[str, Any]:
     """Stop a run's launcher and all its tasks; wait for them to be gone.
 
