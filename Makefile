@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 1
 
-.PHONY: help install train test lint unit integration images nodes clean
+.PHONY: help install train test lint unit integration images nodes arm64 clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,10 @@ images: ## build the node image the container tests boot (needs a Docker engine)
 nodes: install images ## node tests in Docker: refused nodes, then molecule's 3-node cluster
 	pytest -m docker
 	molecule test -s cluster
+
+arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64 cluster (needs binfmt_misc)
+	molecule/images/build.sh arm64
+	molecule test -s arm64
 
 test: lint unit integration nodes ## every test (nodes needs a Docker engine: .ci/run starts one)
 

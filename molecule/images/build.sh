@@ -16,6 +16,17 @@ if [ "${FORCE:-0}" != 1 ] && docker image inspect "$tag" >/dev/null 2>&1; then
   exit 0
 fi
 command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
+if [ "$arch" != "$(dpkg --print-architecture)" ]; then
+  # Another architecture's programs run through qemu-user-static, registered
+  # with binfmt_misc (flag F: usable inside containers too).
+  qemu="/proc/sys/fs/binfmt_misc/qemu-$( [ "$arch" = arm64 ] && echo aarch64 || echo "$arch")"
+  if ! grep -qs '^enabled' "$qemu"; then
+    echo "error: $arch programs cannot run here: $qemu is not enabled. Fix (as root):" >&2
+    echo "  apt-get install qemu-user-static binfmt-support" >&2
+    echo "  mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc; update-binfmts --enable" >&2
+    exit 1
+  fi
+fi
 
 rootfs="$(mktemp -d /tmp/rootfs-bookworm-XXXXXX)"
 trap 'rm -rf "$rootfs"' EXIT

@@ -1,0 +1,64 @@
+"""arm64 nodes under emulation, a mixed arm64 + x86_64 cluster, and the Pi-only settings."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import testinfra
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+RUNS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "runs"
+VENV_PYTHON = "/opt/raspi-tf/venv/bin/python"
+SMOKE = (
+    "import importlib.metadata as m, platform, cv2, numpy, tensorflow as tf; "
+    "print(platform.machine(), m.version('tensorflow'), cv2.__version__, numpy.__version__, "
+    "float(tf.reduce_sum(tf.ones([2, 3]))))"
+)
+
+
+def node(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def metrics(run_id: str) -> dict:
+    return json.loads((RUNS / run_id / "metrics.json").read_text())
+
+
+def test_arm_nodes_run_the_aarch64_tensorflow_wheel_with_opencv_and_numpy() -> None:
+    for name in ("arm1", "arm2"):
+        host = node(name)
+        assert host.system_info.arch == "aarch64"
+        out = host.check_output(f"{VENV_PYTHON} -c '{SMOKE}'").split()
+        assert out[0] == "aarch64" and out[-1] == "6.0", out
+        # The aarch64 wheel is `tensorflow`; x86_64 nodes get `tensorflow-cpu`.
+        assert host.run(f"{VENV_PYTHON} -m pip show -q tensorflow").rc == 0
+        assert host.run(f"{VENV_PYTHON} -m pip show -q tensorflow-cpu").rc != 0
+
+
+def test_two_arm64_nodes_trained_together_and_the_results_came_home() -> None:
+    m = metrics("arm64-mwms")
+    assert m["strategy"] == "multi_worker_mirrored"
+    assert m["tasks"] == ["worker-0", "worker-1"]
+    assert m["chief_host"] == "arm1"
+    assert m["test_accuracy"] >= 0.85, m["test_accuracy"]
+    run = RUNS / "arm64-mwms"
+    assert (run / "model.keras").stat().st_size > 100_000
+    assert {p.stem for p in (run / "logs").glob("*.log")} >= {"worker-0", "worker-1"}
+
+
+def test_an_arm64_and_an_x86_64_node_train_together() -> None:
+    m = metrics("mixed-mwms")
+    assert m["tasks"] == ["worker-0", "worker-1"]
+    assert m["num_replicas_in_sync"] == 2 and m["chief_host"] == "arm1"
+    assert m["test_accuracy"] >= 0.85, m["test_accuracy"]
+    arches = {name: node(name).system_info.arch for name in ("arm1", "amd1")}
+    assert arches == {"arm1": "aarch64", "amd1": "x86_64"}
+
+
+def test_pi_settings_are_applied_on_a_pi_and_skipped_elsewhere() -> None:
+    pi = node("arm1").file("/boot/firmware/config.txt")
+    assert pi.exists and "gpu_mem=16" in pi.content_string
+    for name in ("arm2", "amd1"):
+        assert not node(name).file("/boot/firmware/config.txt").exists, name
