@@ -22,6 +22,8 @@ ARMV6_CPUINFO = (
     "Features\t: half thumb fastmult vfp edsp java tls\nHardware\t: BCM2835\n"
     "Model\t\t: Raspberry Pi Zero W Rev 1.1\n"
 )
+# Python 3.9, as on Raspberry Pi OS bullseye (Debian 11): no TensorFlow 2.21 wheel.
+OLD_PYTHON = '#!/bin/sh\necho 3.9.2\n'
 SMALL_MEMINFO = (
     "MemTotal:         524288 kB\nMemFree:          400000 kB\nMemAvailable:     420000 kB\n"
     "Buffers:           10000 kB\nCached:            50000 kB\nSwapCached:            0 kB\n"
@@ -51,15 +53,20 @@ def test_32_bit_armv6_and_small_nodes_are_refused_untouched(
     cpuinfo.write_text(ARMV6_CPUINFO)
     meminfo = tmp_path / "meminfo"
     meminfo.write_text(SMALL_MEMINFO)
+    python = tmp_path / "python3"
+    python.write_text(OLD_PYTHON)
+    python.chmod(0o755)
     armhf = containers.start("pi-armhf", {dpkg: "/usr/local/bin/dpkg"})
     armv6 = containers.start("pi-zero", {dpkg: "/usr/local/bin/dpkg", cpuinfo: "/proc/cpuinfo"})
     small = containers.start("pi-small", {meminfo: "/proc/meminfo"})
+    bullseye = containers.start("pi-bullseye", {python: "/usr/local/bin/python3"})
     inv = inventory(
         tmp_path,
         {
             "pi-armhf": {"ansible_host": armhf},
             "pi-zero": {"ansible_host": armv6},
             "pi-small": {"ansible_host": small, "os_base_grow_swap": False},
+            "pi-bullseye": {"ansible_host": bullseye},
         },
     )
     result = run_playbook("site.yml", "-i", str(inv), timeout=600)
@@ -73,9 +80,11 @@ def test_32_bit_armv6_and_small_nodes_are_refused_untouched(
     assert "an ARMv6 board (Pi 1, Pi Zero) cannot run it at all" in text
     assert "Host pi-small has 512 MiB of RAM and 0 MiB of swap, 512 MiB in all" in text
     assert "os_base_min_memory_mb=1800" in text and "set os_base_grow_swap=true" in text
+    assert "Host pi-bullseye: python3 is Python 3.9.2, and TensorFlow 2.21.0 has wheels" in text
+    assert "Python 3.10, 3.11, 3.12, 3.13 only" in text
 
     # Refused in the first play: no package, user or file was added.
-    for name in (armhf, armv6, small):
+    for name in (armhf, armv6, small, bullseye):
         status = docker(
             "exec", name, "dpkg-query", "-W", "-f=${Status}", "python3-venv", check=False
         )
