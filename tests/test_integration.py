@@ -153,7 +153,7 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
     text = " ".join(output.split())
     assert play.returncode != 0
     assert (
-        "was restarted 1 times: the restart limit (training_run_max_restarts=1) is reached" in text
+        "was restarted 1 time: the restart limit (training_run_max_restarts=1) is reached" in text
     )
     assert "mnist_5k.npz is missing" in text  # the task's last log lines
     assert json.loads((runs / "latest" / "run.json").read_text())["state"] == "failed"

@@ -199,7 +199,8 @@ class Launcher:
                     outcome = "failed"
                     reason = (
                         f"task {child.name} exited with code {child.returncode} and was "
-                        f"restarted {child.restarts} times: the restart limit "
+                        f"restarted {child.restarts} time{'' if child.restarts == 1 else 's'}: "
+                        "the restart limit "
                         f"(training_run_max_restarts={max_restarts}) is reached"
                     )
                     grace = 0.0

@@ -23,7 +23,7 @@ ARMV6_CPUINFO = (
     "Model\t\t: Raspberry Pi Zero W Rev 1.1\n"
 )
 # Python 3.9, as on Raspberry Pi OS bullseye (Debian 11): no TensorFlow 2.21 wheel.
-OLD_PYTHON = '#!/bin/sh\necho 3.9.2\n'
+OLD_PYTHON = "#!/bin/sh\necho 3.9.2\n"
 SMALL_MEMINFO = (
     "MemTotal:         524288 kB\nMemFree:          400000 kB\nMemAvailable:     420000 kB\n"
     "Buffers:           10000 kB\nCached:            50000 kB\nSwapCached:            0 kB\n"
