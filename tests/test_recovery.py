@@ -162,3 +162,56 @@ def test_plots_show_each_epoch_and_each_worker(tmp_path: Path) -> None:
 
 def test_a_run_without_epochs_gets_no_plots(tmp_path: Path) -> None:
     assert plot_run(tmp_path) == []
+
+
+RESUME_SCRIPT = """
+import sys
+import numpy as np
+import tf_keras as keras
+from training.backup import backup_callback
+
+backup_dir, io_device = sys.argv[1], sys.argv[2]
+x = np.random.default_rng(0).random((64, 4), dtype=np.float32)
+y = (x.sum(axis=1) > 2).astype("int32")
+
+def model():
+    m = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    m.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m
+
+class DieInEpoch2(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 2:
+            raise KeyboardInterrupt
+
+class Seen(keras.callbacks.Callback):
+    epochs = []
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epochs.append(epoch)
+
+try:
+    model().fit(x, y, epochs=4, verbose=0, callbacks=[backup_callback(keras, backup_dir, io_device), DieInEpoch2()])
+except KeyboardInterrupt:
+    pass
+model().fit(x, y, epochs=4, verbose=0, callbacks=[backup_callback(keras, backup_dir, io_device), Seen()])
+print(Seen.epochs)
+"""
+
+
+def test_a_backup_pinned_to_one_device_resumes_where_the_first_process_died(
+    tmp_path: Path,
+) -> None:
+    # The parameter_server path (backup read and written on one device), on this process's CPU.
+    device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    result = subprocess.run(
+        [sys.executable, "-c", RESUME_SCRIPT, str(tmp_path / "backup"), device],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == "[2, 3]"  # epochs 0 and 1 were backed up
+    assert not (tmp_path / "backup" / "chief").exists()  # removed once fit succeeded
