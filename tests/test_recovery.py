@@ -189,11 +189,15 @@ class Seen(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         self.epochs.append(epoch)
 
+def fit(last_callback):
+    backup = backup_callback(keras, backup_dir, io_device)
+    model().fit(x, y, epochs=4, verbose=0, callbacks=[backup, last_callback])
+
 try:
-    model().fit(x, y, epochs=4, verbose=0, callbacks=[backup_callback(keras, backup_dir, io_device), DieInEpoch2()])
+    fit(DieInEpoch2())
 except KeyboardInterrupt:
     pass
-model().fit(x, y, epochs=4, verbose=0, callbacks=[backup_callback(keras, backup_dir, io_device), Seen()])
+fit(Seen())
 print(Seen.epochs)
 """
 
