@@ -101,15 +101,15 @@ def test_workers_finishing_after_the_chief_get_their_grace(tmp_path: Path) -> No
 
 
 def test_a_failing_task_fails_the_run_and_stops_the_others(tmp_path: Path) -> None:
-    plan = {"worker-0": "exit:30:0", "worker-1": "exit:1:3"}
+    plan = {"worker-0": "exit:30:0", "worker-1": "exit:1:4"}
     run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=0)
     started = time.monotonic()
     assert launch(run).wait(timeout=60) == 1
     assert time.monotonic() - started < 20  # not the 30 s the chief would have run
     status = follow_status(run)
     assert status["state"] == "failed" and status["done"] and not status["ok"]
-    assert "worker-1 exited with code 3" in status["line"]
-    assert "worker-1 exiting with 3" in status["log_tail"]
+    assert "worker-1 exited with code 4" in status["line"]
+    assert "worker-1 exiting with 4" in status["log_tail"]
     assert not any(pid_alive(p) for p in task_pids(run))
 
 
@@ -126,16 +126,16 @@ def test_a_task_that_dies_is_restarted_and_the_run_goes_on(tmp_path: Path) -> No
 
 
 def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(tmp_path: Path) -> None:
-    plan = {"worker-0": "exit:60:0", "worker-1": "exit:0.2:3"}
+    plan = {"worker-0": "exit:60:0", "worker-1": "exit:0.2:4"}
     run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=2, restart_delay_seconds=0.2)
     started = time.monotonic()
     assert launch(run).wait(timeout=60) == 1
     assert time.monotonic() - started < 30  # not the 60 s the chief would have run
     status = follow_status(run)
     assert status["state"] == "failed"
-    assert "task worker-1 exited with code 3 and was restarted 2 times" in status["line"]
+    assert "task worker-1 exited with code 4 and was restarted 2 times" in status["line"]
     assert "training_run_max_restarts=2" in status["line"]
-    assert "worker-1 exiting with 3" in status["log_tail"]  # its last log lines
+    assert "worker-1 exiting with 4" in status["log_tail"]  # its last log lines
     assert (run / "logs" / "worker-1.log").read_text().count("worker-1 up") == 3
     assert not any(pid_alive(p) for p in task_pids(run))
 
@@ -224,6 +224,17 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
             json.dumps({"event": "epoch", "epoch": 3, "loss": 0.2, "accuracy": 0.9}) + "\n"
         )
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("epoch 3/3")
+
+
+def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: Path) -> None:
+    # Exit 3: the start-up watchdog found tasks that never answered; waiting again would not help.
+    plan = {"worker-0": "exit:60:0", "worker-1": "exit:0.5:3"}
+    run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
+    assert launch(run).wait(timeout=60) == 1
+    status = follow_status(run)
+    assert "task worker-1 gave up waiting for the cluster to form" in status["line"]
+    assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0
+    assert not any(pid_alive(p) for p in task_pids(run))
 
 
 def test_a_live_run_on_the_same_ports_is_found(tmp_path: Path) -> None:

@@ -13,6 +13,9 @@ do on nodes:
 - restarts a task that fails (what ``Restart=on-failure`` does on nodes), at
   most ``max_restarts`` times per task, ``restart_delay_seconds`` apart; the
   restarted tasks resume from the chief's backup (``BackupAndRestore``);
+- does not restart a task that gave up waiting for the cluster to form
+  (exit :data:`training.tasklog.STARTUP_TIMEOUT_EXIT`, as
+  ``RestartPreventExitStatus`` on nodes): the run ends, naming the missing tasks;
 - when a task fails once more than allowed, or the launcher is told to stop
   (SIGTERM, SIGINT, ``python -m training stop``), stops every task it started;
 - records its state in ``<run>/launcher.json`` for ``follow`` and ``stop``.
@@ -34,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from training.tasklog import STARTUP_TIMEOUT_EXIT
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +190,14 @@ class Launcher:
                     outcome, reason = "succeeded", f"chief {chief} exited with code 0"
                 elif child.name != chief and child.returncode == 0 and not child.server:
                     pass  # a multi_worker_mirrored worker that finished its part
+                elif child.returncode == STARTUP_TIMEOUT_EXIT:
+                    outcome = "failed"
+                    reason = (
+                        f"task {child.name} gave up waiting for the cluster to form (exit "
+                        f"{STARTUP_TIMEOUT_EXIT}, training_run_startup_timeout); its last lines "
+                        "name the tasks that did not answer"
+                    )
+                    grace = 0.0
                 elif child.restarts < max_restarts:
                     child.restart_at = time.monotonic() + delay
                     log.warning(
