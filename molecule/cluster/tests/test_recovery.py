@@ -280,3 +280,34 @@ def test_status_and_stop_mid_run_keep_the_backups() -> None:
     backup = node("node1").run(f"ls {NODE_RUNS}/stop-mwms/backup/chief/")
     assert re.search(r"ckpt-\d+\.index", backup.stdout), backup.stdout
     assert json.loads((runs / "stop-mwms" / "run.json").read_text())["state"] == "stopped"
+
+
+def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
+    """node3's dataset vanishes and worker-2 is killed: its unit stops at systemd's start limit."""
+    runs = EPHEMERAL / "limit-runs"
+    dataset = "/var/lib/raspi-tf/datasets/mnist_5k.npz"
+    n3 = node("node3")
+    play = playbook(
+        "train.yml",
+        "-e", "training_run_id=limit-mwms",
+        "-e", "training_run_startup_timeout=60",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    try:
+        wait_for_epoch("limit-mwms", 1, play)
+        n3.run(f"mv {dataset} {dataset}.away")  # every start of worker-2 now fails
+        kill_unit("node3", "worker-2")
+        output, _ = play.communicate(timeout=900)
+    finally:
+        n3.run(f"mv {dataset}.away {dataset}")
+        if play.poll() is None:
+            play.kill()
+    text = " ".join(output.split())
+    assert play.returncode != 0
+    # The chief gave up waiting for worker-2, whose unit had stopped at the limit.
+    assert "worker-2 on node3 failed (restarted 3 times)" in text, text[-4000:]
+    assert "mnist_5k.npz is missing" in text  # worker-2's last lines
+    assert re.search(r"the cluster did not form within 60 s .*not answering: worker-2", text)
+    assert json.loads((runs / "limit-mwms" / "run.json").read_text())["state"] == "failed"
+    for name in NODES:
+        assert node(name).run("pgrep -f '[-]m training train'").rc == 1
