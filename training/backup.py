@@ -12,6 +12,12 @@ chief's folder over the worker's own.
 Why a copy and not a shared mount: a Pi that loses its Wi-Fi must not hang on
 a dead NFS or sshfs mount, the copy is a few MB (the model and optimizer
 state), and it is needed only at a start, when no epoch is being written.
+
+Under ParameterServerStrategy only the chief runs ``fit``, but the variables
+live on the ps tasks, and TensorFlow would save and restore each one on its
+own ps host. :func:`backup_callback` pins the backup's file I/O to the
+chief's CPU (``tf.train.CheckpointOptions(experimental_io_device=...)``), so
+the whole backup is on the chief's disk, where a restarted chief reads it.
 """
 
 from __future__ import annotations
