@@ -31,7 +31,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--batch-size", "0"], "batch_size=0 must be 1 or more"),
         (
             ["--batch-size", "5000"],
-            "4000 training examples are fewer than one step's batch of 5000",
+            "4000 training examples are fewer than one step's global batch of 5000",
         ),
         (["--dataset", "cifar10"], "dataset 'cifar10' is unknown"),
         (["--dataset", "mnist"], "stage it with `ansible-playbook site.yml -e dataset=mnist`"),
@@ -59,7 +59,7 @@ def test_the_global_batch_counts_every_worker(
     )
     assert main(["check", "--data-dir", str(staged), "--batch-size", "2000"]) == 0
     assert main(["check", "--data-dir", str(staged), "--batch-size", "2001"]) == 2
-    assert "one step's batch of 4002" in capsys.readouterr().err
+    assert "global batch of 4002 (batch_size 2001 x 2 replicas)" in capsys.readouterr().err
 
 
 def test_a_metrics_port_above_65535_is_refused(

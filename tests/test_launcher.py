@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from training import launcher
+from training.follow import LINE_SEPARATOR
 from training.follow import follow as follow_run
 from training.follow import status as follow_status
 from training.launcher import pid_alive
@@ -217,7 +218,7 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
     }
     epochs = [{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5} for i in (1, 2)]
     progress.write_text("".join(json.dumps(e) + "\n" for e in [start, *epochs]))
-    lines = follow_run(run, wait=0.1, cursor_file=cursor)["line"].splitlines()
+    lines = follow_run(run, wait=0.1, cursor_file=cursor)["line"].split(LINE_SEPARATOR)
     assert [line.split(":")[0] for line in lines] == ["training started", "epoch 1/3", "epoch 2/3"]
     with progress.open("a") as handle:
         handle.write(

@@ -27,6 +27,10 @@ class FollowError(RuntimeError):
     """A run folder or unit that cannot be followed."""
 
 
+#: Between the lines of one poll (an Ansible loop label shows one line).
+LINE_SEPARATOR = " || "
+
+
 def tail(path: Path, lines: int = 15) -> str:
     """The last ``lines`` lines of a text file, or '' if it is missing."""
     try:
@@ -110,10 +114,10 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
     if unit:
         ended = any(e.get("event") == "end" for e in events)
         current, reason, log_tail = _systemd_status(unit, ended)
-        if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
-            current, reason, log_tail = "stopped", "stopped by stop.yml", ""
     else:
         current, reason, log_tail = _local_status(run_dir)
+    if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
+        current, reason, log_tail = "stopped", "stopped by stop.yml", ""
     line = describe(events)
     if current in ("failed", "stopped"):
         line = f"{current}: {reason}"
@@ -138,7 +142,7 @@ def _local_status(run_dir: Path) -> tuple[str, str, str]:
     if current not in FINAL_STATES and state and not pid_alive(state.get("pid")):
         current, reason = "failed", "the launcher died; see logs/launcher.log"
     log_tail = ""
-    if current in ("failed", "stopped"):
+    if current == "failed":  # a stop is asked for, not a fault to read up on
         failed = [
             n for n, t in state.get("tasks", {}).items() if t.get("returncode") not in (0, None)
         ]
@@ -161,7 +165,8 @@ def follow(
         unit: the chief's systemd unit on nodes; None for a local run.
         cursor_file: where the follower keeps how many progress events it
             has shown; with it, ``line`` has one line per epoch finished since
-            the last call, so no epoch goes unreported between two polls.
+            the last call (joined by :data:`LINE_SEPARATOR`), so no epoch goes
+            unreported between two polls.
 
     Returns:
         :func:`status` of the run at that moment.
@@ -203,9 +208,11 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         if events[i]["event"] in ("start", "resume", "epoch", "end")
     ]
     if current["state"] not in ("running", "starting") or not lines:
-        lines.append(current["line"])
+        still = current["state"] == "running" and not lines and events
+        lines.append(current["line"] + (" (no news since the last line)" if still else ""))
     elif events[-1]["event"] == "batch":
         lines.append(describe(events))
     if cursor_file.parent.is_dir():
         cursor_file.write_text(str(len(events)))
-    return "\n".join(dict.fromkeys(lines))
+    # One Ansible loop item per poll: several events share its one-line label.
+    return LINE_SEPARATOR.join(dict.fromkeys(lines))

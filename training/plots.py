@@ -4,7 +4,8 @@
   ``progress.jsonl``), with the final test accuracy as a line.
 - ``examples_per_second.png``: each worker's examples/s per epoch against
   wall time since the run started (``tasks/<task>.jsonl``); restarts show as
-  gaps and a marker.
+  gaps and a marker. Under parameter_server only the chief runs ``fit``, so
+  the one line is the whole cluster's rate as the chief counts it.
 
 Uses matplotlib's non-interactive Agg backend: no display needed.
 """
@@ -90,10 +91,17 @@ def plot_run(run_dir: Path) -> list[Path]:
             line = ax.plot(times, ys, marker="o", label=name)
             for restart in starts[1:]:
                 ax.axvline(restart - t0, color=line[0].get_color(), linestyle=":", alpha=0.7)
+        ps = metrics.get("strategy") == "parameter_server"
         ax.set(
             xlabel="seconds since the first task started",
-            ylabel="examples/s (this worker, per epoch)",
-            title=f"examples/s per worker (dotted: restarts) {title}",
+            # Under parameter_server only the chief runs fit: it counts every worker's steps.
+            ylabel="examples/s, all workers" if ps else "examples/s of this worker",
+        )
+        ax.set_title(
+            ("examples/s of the cluster, counted by the chief" if ps else "examples/s per worker")
+            + " (dotted: restarts)\n"
+            + title,
+            fontsize="medium",
         )
         ax.grid(alpha=0.3)
         ax.legend()

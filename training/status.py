@@ -138,7 +138,7 @@ def task_status(
 def describe(status: dict[str, Any]) -> str:
     """One table line of :func:`task_status`'s result, e.g.
 
-    ``worker-1   running    epoch   3  loss 0.3124  restarts 1  cpu  96%  mem   512 MB  node2``.
+    ``worker-1   running    epoch   3  loss 0.3124  restarts 1  cpu  96%  mem   512 MB  on node2``.
     """
 
     def fmt(value: Any, spec: str) -> str:
@@ -149,5 +149,5 @@ def describe(status: dict[str, Any]) -> str:
         f"loss {fmt(status['loss'], '.4f'):>6}  restarts {status['restarts']}  "
         f"cpu {fmt(status['cpu_percent'], '.0f'):>3}%  "
         f"mem {fmt(status['memory_mb'], '.0f'):>5} MB  "
-        f"{status['host']}"
+        f"on {status['host']}"
     )

@@ -126,7 +126,12 @@ def check(config: TrainConfig) -> TFConfig | None:
     replicas = 1
     if tf_config is not None and config.strategy == "multi_worker_mirrored":
         replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
-    datasets.steps_per_epoch(n_train, config.batch_size * replicas)
+    if n_train < config.batch_size * replicas:
+        raise datasets.DatasetError(
+            f"{n_train} training examples are fewer than one step's global batch of "
+            f"{config.batch_size * replicas} (batch_size {config.batch_size} x {replicas} "
+            f"replica{'s' if replicas != 1 else ''}); lower batch_size"
+        )
     return tf_config
 
 
