@@ -255,3 +255,13 @@ def test_a_live_run_on_the_same_ports_is_found(tmp_path: Path) -> None:
         fake.kill()
         fake.wait()
     assert launcher.runs_on_ports({40002}) == []
+
+
+def test_a_run_whose_train_yml_was_interrupted_gets_its_outcome_and_plots(tmp_path: Path) -> None:
+    run = make_run(tmp_path, {"worker-0": "exit:1:0"}, set(), "worker-0")
+    (run / "run.json").write_text(json.dumps({"run_id": "r", "state": "running"}))
+    epochs = [{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5} for i in (1, 2)]
+    (run / "progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in epochs))
+    assert launch(run).wait(timeout=60) == 0
+    assert json.loads((run / "run.json").read_text())["state"] == "succeeded"
+    assert (run / "loss_accuracy.png").read_bytes()[:4] == b"\x89PNG"

@@ -243,8 +243,9 @@ class Launcher:
 def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
     """Mark ``run.json`` (written by train.yml) with the outcome if it still says running.
 
-    train.yml records the outcome itself; this covers a train.yml that was
-    interrupted (Ctrl-C) while the run went on in the background.
+    train.yml records the outcome itself and makes the plots; this covers a
+    train.yml that was interrupted (Ctrl-C) while the run went on in the
+    background, so that run gets its outcome and its plots too.
     """
     path = run_dir / "run.json"
     try:
@@ -257,6 +258,12 @@ def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
     tmp = run_dir / ".run.json.tmp"
     tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
+    from training.plots import plot_run
+
+    try:
+        plot_run(run_dir)
+    except Exception as err:  # plots are a view: the run's outcome stands
+        log.warning("no plots for %s: %s", run_dir.name, err)
 
 
 def _die_with_parent() -> None:
