@@ -40,6 +40,12 @@ def playbook(name: str, *extra: str) -> subprocess.Popen[str]:
     )
 
 
+def start_train(run_id: str, runs: Path, *extra: str) -> subprocess.Popen[str]:
+    """train.yml for run ``run_id``, its results in ``runs``, in the background."""
+    args = ["-e", f"training_run_id={run_id}", "-e", f"training_run_runs_dir={runs}"]
+    return playbook("train.yml", *args, *extra)
+
+
 def wait_for_epoch(
     run_id: str, epoch: int, play: subprocess.Popen[str], timeout: float = 600
 ) -> None:
@@ -96,12 +102,13 @@ def until(probe, timeout: float = 90):
         time.sleep(3)
 
 
-def baseline_accuracy() -> float:
+def baseline_accuracy(strategy: str) -> float:
+    """Test accuracy of side_effect's undisturbed run with ``strategy``."""
     for metrics in sorted((EPHEMERAL / "runs").glob("*/metrics.json")):
         data = json.loads(metrics.read_text())
-        if data["strategy"] == "multi_worker_mirrored":
+        if data["strategy"] == strategy:
             return float(data["test_accuracy"])
-    raise AssertionError("no undisturbed multi_worker_mirrored run in side_effect")
+    raise AssertionError(f"no undisturbed {strategy} run in side_effect")
 
 
 def watch_monitoring(run_id: str, seen: dict[str, Any]) -> None:
@@ -134,12 +141,9 @@ def watch_monitoring(run_id: str, seen: dict[str, Any]) -> None:
 def fault_run() -> dict[str, Any]:
     """mnist_cnn, multi_worker_mirrored on 3 nodes, as side_effect; worker-1 killed in epoch 2."""
     runs = EPHEMERAL / "fault-runs"
-    play = playbook(
-        "train.yml",
-        "-e", "model=mnist_cnn",
-        "-e", "tf_cluster_strategy=multi_worker_mirrored",
-        "-e", "training_run_id=fault-mwms",
-        "-e", f"training_run_runs_dir={runs}",
+    play = start_train(
+        "fault-mwms", runs,
+        "-e", "model=mnist_cnn", "-e", "tf_cluster_strategy=multi_worker_mirrored",
     )  # fmt: skip
     seen: dict[str, Any] = {}
     watcher = threading.Thread(target=watch_monitoring, args=("fault-mwms", seen), daemon=True)
@@ -169,7 +173,8 @@ def test_the_run_survives_a_killed_worker(fault_run: dict[str, Any]) -> None:
     # Killed in epoch 2: resumed from the backup made after epoch 1, not from epoch 0.
     assert m["resumed_from_epoch"] == 1, m["resumed_from_epoch"]
     assert len(m["history"]["loss"]) == m["epochs"] == 8
-    assert abs(m["test_accuracy"] - baseline_accuracy()) <= 0.02, m["test_accuracy"]
+    baseline = baseline_accuracy("multi_worker_mirrored")
+    assert abs(m["test_accuracy"] - baseline) <= 0.02, (m["test_accuracy"], baseline)
     assert "resumed from the backup made after epoch" in fault_run["output"]
     worker_log = fault_run["dir"] / "tasks" / "worker-1.jsonl"
     starts = [
@@ -202,23 +207,12 @@ def kill_unit(name: str, task: str) -> None:
     host.run(f"kill -9 {pid}")
 
 
-def baseline_ps_accuracy() -> float:
-    for metrics in sorted((EPHEMERAL / "runs").glob("*/metrics.json")):
-        data = json.loads(metrics.read_text())
-        if data["strategy"] == "parameter_server":
-            return float(data["test_accuracy"])
-    raise AssertionError("no undisturbed parameter_server run in side_effect")
-
-
 def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps() -> None:
     """worker-2 killed in epoch 2, ps-0 in epoch 3: the chief's backup is on the chief's disk."""
     runs = EPHEMERAL / "fault-runs"
-    play = playbook(
-        "train.yml",
-        "-e", "model=mnist_cnn",
-        "-e", "tf_cluster_strategy=parameter_server",
-        "-e", "training_run_id=fault-ps",
-        "-e", f"training_run_runs_dir={runs}",
+    play = start_train(
+        "fault-ps", runs,
+        "-e", "model=mnist_cnn", "-e", "tf_cluster_strategy=parameter_server",
     )  # fmt: skip
     try:
         wait_for_epoch("fault-ps", 1, play)
@@ -236,7 +230,8 @@ def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps() -
     # Restored on the chief from the backup the chief itself wrote after epoch 2.
     assert m["resumed_from_epoch"] >= 2, m["resumed_from_epoch"]
     assert len(m["history"]["loss"]) == m["epochs"]
-    assert abs(m["test_accuracy"] - baseline_ps_accuracy()) <= 0.03, m["test_accuracy"]
+    baseline = baseline_accuracy("parameter_server")
+    assert abs(m["test_accuracy"] - baseline) <= 0.03, (m["test_accuracy"], baseline)
     assert "resumed from the backup made after epoch" in output
 
     def starts(task: str) -> list[int]:
@@ -250,12 +245,7 @@ def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps() -
 
 def test_status_and_stop_mid_run_keep_the_backups() -> None:
     runs = EPHEMERAL / "stop-runs"
-    play = playbook(
-        "train.yml",
-        "-e", "epochs=40",
-        "-e", "training_run_id=stop-mwms",
-        "-e", f"training_run_runs_dir={runs}",
-    )  # fmt: skip
+    play = start_train("stop-mwms", runs, "-e", "epochs=40")
     try:
         wait_for_epoch("stop-mwms", 1, play)
         status = playbook(
@@ -287,12 +277,7 @@ def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
     runs = EPHEMERAL / "limit-runs"
     dataset = "/var/lib/raspi-tf/datasets/mnist_5k.npz"
     n3 = node("node3")
-    play = playbook(
-        "train.yml",
-        "-e", "training_run_id=limit-mwms",
-        "-e", "training_run_startup_timeout=60",
-        "-e", f"training_run_runs_dir={runs}",
-    )  # fmt: skip
+    play = start_train("limit-mwms", runs, "-e", "training_run_startup_timeout=60")
     try:
         wait_for_epoch("limit-mwms", 1, play)
         n3.run(f"mv {dataset} {dataset}.away")  # every start of worker-2 now fails
