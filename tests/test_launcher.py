@@ -17,6 +17,7 @@ from training.follow import LINE_SEPARATOR
 from training.follow import follow as follow_run
 from training.follow import status as follow_status
 from training.launcher import pid_alive
+from training.tasklog import STARTUP_TIMEOUT_SIGNAL
 
 # A stand-in for `python -m training train`: behaves by its TF_CONFIG task name.
 FAKE_TASK = textwrap.dedent(
@@ -36,6 +37,8 @@ FAKE_TASK = textwrap.dedent(
     open(marker, "a").close()
     time.sleep(float(seconds))
     print(f"{name} exiting with {code}", flush=True)
+    if kind == "signal":
+        os.kill(os.getpid(), int(code))
     sys.exit(int(code))
     """
 )
@@ -228,8 +231,8 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
 
 
 def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: Path) -> None:
-    # Exit 3: the start-up watchdog found tasks that never answered; waiting again would not help.
-    plan = {"worker-0": "exit:60:0", "worker-1": "exit:0.5:3"}
+    # Its start-up watchdog found tasks that never answered; waiting again would not help.
+    plan = {"worker-0": "exit:60:0", "worker-1": f"signal:0.5:{int(STARTUP_TIMEOUT_SIGNAL)}"}
     run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
     assert launch(run).wait(timeout=60) == 1
     status = follow_status(run)

@@ -17,7 +17,7 @@ from training import backup, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
 from training.plots import LOSS_PLOT, RATE_PLOT, plot_run
-from training.progress import ProgressWriter
+from training.progress import ProgressWriter, read_events
 from training.status import task_status
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,19 +42,25 @@ def test_restarts_are_counted_from_the_task_log(tmp_path: Path) -> None:
     assert (summary["epoch"], summary["loss"]) == (3, 0.25)
 
 
-def test_watchdog_names_the_task_that_never_came_up(tmp_path: Path) -> None:
+def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
+    tmp_path: Path,
+) -> None:
+    # TensorFlow's MultiWorkerMirroredStrategy() set-up holds the GIL while it waits for a
+    # peer; builtin sum over a long iterator does too, so no thread of the task would run.
     up, down, me = free_port(), free_port(), free_port()
     listener = socket.create_server(("127.0.0.1", up))
     tf_config = {
         "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{down}", f"127.0.0.1:{me}"]},
         "task": {"type": "worker", "index": 2},
     }
+    task_log = tmp_path / "tasks" / "worker-2.jsonl"
     code = (
-        "import json, os, time\n"
+        "import itertools, os, sys\n"
         "from training.cluster import parse_tf_config\n"
         "from training.tasklog import StartupWatchdog\n"
-        "StartupWatchdog(parse_tf_config(os.environ['TF_CONFIG']), 1.0, None).start()\n"
-        "time.sleep(30)\n"
+        "tf_config = parse_tf_config(os.environ['TF_CONFIG'])\n"
+        f"StartupWatchdog(tf_config, 1.0, {str(task_log)!r}).start()\n"
+        "sum(itertools.repeat(1, 10**12))\n"
     )
     started = time.monotonic()
     result = subprocess.run(
@@ -62,14 +68,16 @@ def test_watchdog_names_the_task_that_never_came_up(tmp_path: Path) -> None:
         env={**os.environ, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     listener.close()
-    assert result.returncode == tasklog.STARTUP_TIMEOUT_EXIT
-    assert time.monotonic() - started < 20
+    assert result.returncode == -tasklog.STARTUP_TIMEOUT_SIGNAL
+    assert time.monotonic() - started < 30
     assert f"worker-1 (127.0.0.1:{down})" in result.stderr
     assert "worker-0" not in result.stderr.split("not answering:")[1]
     assert "training_run_startup_timeout" in result.stderr
+    (event,) = [e for e in read_events(task_log) if e["event"] == "timeout"]
+    assert event["missing"] == [f"worker-1 (127.0.0.1:{down})"]
 
 
 def test_watchdog_stays_quiet_once_the_cluster_formed() -> None:
@@ -84,7 +92,7 @@ def test_watchdog_stays_quiet_once_the_cluster_formed() -> None:
     assert tf_config is not None
     dog = tasklog.StartupWatchdog(tf_config, 0.5, None).start()
     dog.formed()
-    time.sleep(1.0)  # still alive: os._exit would have ended pytest
+    time.sleep(1.5)  # still alive: the watchdog's signal would have ended pytest
 
 
 def test_a_worker_copies_the_chiefs_backup_and_forgets_a_stale_one(tmp_path: Path) -> None:

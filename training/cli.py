@@ -10,6 +10,7 @@ Commands:
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
 - ``status``: one task's state, epoch, loss, restarts, CPU and memory as JSON.
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
+- ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
 
 Errors a user can fix exit with status 2 and one line on stderr.
@@ -166,6 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="write a run's PNG plots into its folder")
     plot.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
+    watchdog = sub.add_parser(
+        "startup-watchdog",
+        help="(started by train) end task --pid if its cluster has not formed in time",
+    )
+    watchdog.add_argument("--pid", required=True, type=int, help="the task's process id")
+    watchdog.add_argument("--timeout", required=True, type=float, help="seconds to wait")
+    watchdog.add_argument("--task-log", type=Path, help="the task's tasks/<task>.jsonl")
+
     running = sub.add_parser(
         "running", help="local runs still going on any of these ports, as JSON"
     )
@@ -258,6 +267,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         for path in plot_run(args.run_dir):
             print(path)
         return 0
+    if args.command == "startup-watchdog":
+        from training.tasklog import watch_startup
+
+        tf_config = parse_tf_config(os.environ.get("TF_CONFIG"))
+        if tf_config is None:
+            raise TrainError("startup-watchdog watches a cluster task: set TF_CONFIG")
+        return watch_startup(args.pid, args.timeout, tf_config, args.task_log)
     if args.command == "running":
         wanted = {int(p) for p in args.ports.split(",") if p}
         print(json.dumps(launcher.runs_on_ports(wanted)))

@@ -14,8 +14,8 @@ do on nodes:
   most ``max_restarts`` times per task, ``restart_delay_seconds`` apart; the
   restarted tasks resume from the chief's backup (``BackupAndRestore``);
 - does not restart a task that gave up waiting for the cluster to form
-  (exit :data:`training.tasklog.STARTUP_TIMEOUT_EXIT`, as
-  ``RestartPreventExitStatus`` on nodes): the run ends, naming the missing tasks;
+  (killed by its start-up watchdog with :data:`training.tasklog.STARTUP_TIMEOUT_SIGNAL`,
+  as ``RestartPreventExitStatus`` on nodes): the run ends, naming the missing tasks;
 - when a task fails once more than allowed, or the launcher is told to stop
   (SIGTERM, SIGINT, ``python -m training stop``), stops every task it started;
 - records its state in ``<run>/launcher.json`` for ``follow`` and ``stop``.
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from training.tasklog import STARTUP_TIMEOUT_EXIT
+from training.tasklog import STARTUP_TIMEOUT_SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +190,12 @@ class Launcher:
                     outcome, reason = "succeeded", f"chief {chief} exited with code 0"
                 elif child.name != chief and child.returncode == 0 and not child.server:
                     pass  # a multi_worker_mirrored worker that finished its part
-                elif child.returncode == STARTUP_TIMEOUT_EXIT:
+                elif child.returncode == -STARTUP_TIMEOUT_SIGNAL:
                     outcome = "failed"
                     reason = (
-                        f"task {child.name} gave up waiting for the cluster to form (exit "
-                        f"{STARTUP_TIMEOUT_EXIT}, training_run_startup_timeout); its last lines "
-                        "name the tasks that did not answer"
+                        f"task {child.name} gave up waiting for the cluster to form "
+                        "(training_run_startup_timeout); its last lines name the tasks that "
+                        "did not answer"
                     )
                     grace = 0.0
                 elif child.restarts < max_restarts:

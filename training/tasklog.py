@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import logging
 import os
+import select
+import signal
 import socket
-import threading
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +33,12 @@ from training.progress import ProgressWriter, read_events
 log = logging.getLogger(__name__)
 
 TASKS_DIR = "tasks"
-#: Exit status of a task whose cluster did not form within the start-up timeout.
-STARTUP_TIMEOUT_EXIT = 3
+#: The signal that ends a task whose cluster did not form within the start-up
+#: timeout (its default action ends the process, and Python installs no handler,
+#: so it works while TensorFlow holds the GIL). Supervisors do not restart it.
+STARTUP_TIMEOUT_SIGNAL = signal.SIGALRM
+#: Seconds (at most a quarter of the timeout) between the watchdog's two probes.
+PROBE_MARGIN = 10.0
 
 
 def task_log_path(output_dir: Path, task: str) -> Path:
@@ -78,50 +85,92 @@ def unreachable_tasks(tf_config: TFConfig, timeout: float = 2.0) -> list[str]:
 
 
 class StartupWatchdog:
-    """Ends the process when its cluster has not formed within ``timeout`` seconds.
+    """Ends this task when its cluster has not formed within ``timeout`` seconds.
 
     TensorFlow waits for a missing task for a long time (MultiWorkerMirroredStrategy's
-    first collective, the parameter-server coordinator's first connection). Past
-    the timeout the watchdog logs which tasks do not answer on their port,
-    writes a ``timeout`` event and exits with :data:`STARTUP_TIMEOUT_EXIT`, so the
-    supervisor (systemd or the local launcher) restarts the task or, past its
-    restart limit, ends the run, naming the missing task.
+    set-up, the parameter-server coordinator's first connection). Past the timeout
+    the watchdog logs which tasks do not answer on their port, writes a ``timeout``
+    event to the task log and kills the task with :data:`STARTUP_TIMEOUT_SIGNAL`;
+    the supervisor (systemd's ``RestartPreventExitStatus``, or the local launcher)
+    does not restart it and ends the run, naming the missing task.
+
+    The watchdog is a separate process (``python -m training startup-watchdog``),
+    not a thread: in TensorFlow 2.21 a restarted task blocks inside
+    ``MultiWorkerMirroredStrategy()`` while a peer is gone for good, holding
+    Python's GIL, so no thread of its own process runs again (seen with
+    ``faulthandler``: the watchdog thread stayed in ``Event.wait`` past its
+    deadline). The two share a pipe: :meth:`formed` closes it, and so does the
+    task's death, so the watchdog never outlives its task.
 
     Call :meth:`formed` once training runs (the first step or epoch).
     """
 
-    def __init__(self, tf_config: TFConfig, timeout: float, writer: ProgressWriter | None) -> None:
+    def __init__(self, tf_config: TFConfig, timeout: float, task_log: Path | None) -> None:
         self.tf_config = tf_config
         self.timeout = timeout
-        self.writer = writer
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="startup-watchdog", daemon=True)
+        self.task_log = task_log
+        self._process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> StartupWatchdog:
         """Start watching (nothing when the timeout is 0); returns self."""
         if self.timeout > 0:
-            self._thread.start()
+            command = [sys.executable, "-m", "training", "startup-watchdog"]
+            command += ["--pid", str(os.getpid()), "--timeout", str(self.timeout)]
+            if self.task_log is not None:
+                command += ["--task-log", str(self.task_log)]
+            env = {**os.environ, "TF_CONFIG": self.tf_config.to_json()}
+            self._process = subprocess.Popen(command, stdin=subprocess.PIPE, env=env)
         return self
 
     def formed(self) -> None:
         """The cluster formed: stop watching."""
-        self._done.set()
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.close()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+            self._process = None
 
-    def _watch(self) -> None:
-        if self._done.wait(self.timeout):
-            return
-        missing = unreachable_tasks(self.tf_config)
-        who = ", ".join(missing) if missing else "every task answers on its port"
-        message = (
-            f"{self.tf_config.task.name}: the cluster did not form within {self.timeout:.0f} s "
-            f"(training_run_startup_timeout); not answering: {who}. Look at the log of "
-            "those tasks (journalctl -u raspi-tf-task@<task>, or runs/<run>/logs/<task>.log)"
-        )
-        log.error(message)
-        if self.writer is not None:
-            self.writer.write("timeout", missing=missing, message=message)
-        logging.shutdown()
-        os._exit(STARTUP_TIMEOUT_EXIT)
+
+def watch_startup(pid: int, timeout: float, tf_config: TFConfig, task_log: Path | None) -> int:
+    """The watchdog process of :class:`StartupWatchdog`: wait, then end task ``pid``.
+
+    Waits until its standard input closes (the task formed its cluster, or
+    died) or ``timeout`` seconds pass. On timeout it logs the tasks that did
+    not answer on their port, both :data:`PROBE_MARGIN` seconds before and at
+    the timeout, appends a ``timeout`` event to ``task_log`` and sends
+    :data:`STARTUP_TIMEOUT_SIGNAL` to ``pid``.
+
+    Returns:
+        0 when the task formed its cluster or ended first, 1 when it timed out.
+    """
+    # Probe twice, `margin` apart, and name the tasks missing both times: the
+    # other tasks of a restarted cluster time out at about the same moment,
+    # and one that has just been ended by its own watchdog is not the cause.
+    margin = min(PROBE_MARGIN, timeout / 4)
+    if select.select([sys.stdin], [], [], timeout - margin)[0]:
+        return 0
+    earlier = set(unreachable_tasks(tf_config))
+    if select.select([sys.stdin], [], [], margin)[0]:
+        return 0
+    missing = [task for task in unreachable_tasks(tf_config) if task in earlier]
+    who = ", ".join(missing) if missing else "every task answers on its port"
+    message = (
+        f"{tf_config.task.name}: the cluster did not form within {timeout:.0f} s "
+        f"(training_run_startup_timeout); not answering: {who}. Look at the log of "
+        "those tasks (journalctl -u raspi-tf-task@<task>, or runs/<run>/logs/<task>.log)"
+    )
+    if select.select([sys.stdin], [], [], 0)[0]:
+        return 0  # formed while the ports were probed
+    log.error(message)
+    if task_log is not None:
+        ProgressWriter(task_log).write("timeout", missing=missing, message=message)
+    try:
+        os.kill(pid, STARTUP_TIMEOUT_SIGNAL)
+    except ProcessLookupError:
+        return 0
+    return 1
 
 
 def summarise(path: Path) -> dict[str, Any]:

@@ -197,7 +197,9 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     started = time.time()
     watchdog = (
-        StartupWatchdog(tf_config, config.startup_timeout, task_log).start() if tf_config else None
+        StartupWatchdog(tf_config, config.startup_timeout, task_log.path).start()
+        if tf_config
+        else None
     )
     try:
         strategy = make_strategy(tf_config, config.strategy)  # before any other TF call

@@ -272,11 +272,6 @@ def test_status_and_stop_mid_run_keep_the_backups() -> None:
     assert json.loads((runs / "stop-mwms" / "run.json").read_text())["state"] == "stopped"
 
 
-@pytest.mark.skip(
-    reason="known bug: a restarted multi_worker_mirrored task blocks inside "
-    "MultiWorkerMirroredStrategy() while a peer is gone for good, holding the GIL, so the "
-    "start-up watchdog thread never fires and the run waits until training_run_timeout_seconds"
-)
 def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
     """node3's dataset vanishes and worker-2 is killed: its unit stops at systemd's start limit."""
     runs = EPHEMERAL / "limit-runs"
