@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from training import follow as follow_module
 from training import launcher
 from training.follow import LINE_SEPARATOR
 from training.follow import follow as follow_run
@@ -268,3 +269,25 @@ def test_a_run_whose_train_yml_was_interrupted_gets_its_outcome_and_plots(tmp_pa
     assert launch(run).wait(timeout=60) == 0
     assert json.loads((run / "run.json").read_text())["state"] == "succeeded"
     assert (run / "loss_accuracy.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("unit", "expected"),
+    [
+        (
+            {"Result": "signal", "ExecMainStatus": "14", "NRestarts": "1"},
+            "gave up waiting for the cluster to form (training_run_startup_timeout; "
+            "restarted 1 time)",
+        ),
+        ({"Result": "signal", "ExecMainStatus": "9", "NRestarts": "0"}, "killed by signal 9"),
+        ({"Result": "exit-code", "ExecMainStatus": "2", "NRestarts": "3"}, "exit code 2"),
+    ],
+)
+def test_a_failed_chief_unit_says_why(
+    monkeypatch: pytest.MonkeyPatch, unit: dict[str, str], expected: str
+) -> None:
+    monkeypatch.setattr(follow_module, "unit_state", lambda _: {"ActiveState": "failed", **unit})
+    monkeypatch.setattr(follow_module, "journal_tail", lambda _: "")
+    state, reason, _ = follow_module._systemd_status("raspi-tf-task@chief-0.service", False)
+    assert state == "failed"
+    assert expected in reason

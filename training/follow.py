@@ -16,6 +16,7 @@ from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
 from training.progress import PROGRESS_FILE, describe, read_events
+from training.tasklog import STARTUP_TIMEOUT_SIGNAL
 
 #: Seconds between two looks at the run while following it.
 POLL = 0.5
@@ -93,7 +94,16 @@ def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
     if active == "inactive" and result == "success":
         return "succeeded", f"chief {unit} exited with code 0", ""
     code = state.get("ExecMainStatus", "?")
-    reason = f"chief {unit} {result or active} (exit code {code}, {restarts} restarts)"
+    times = f"restarted {restarts} time{'' if restarts == '1' else 's'}"
+    if result == "signal" and code == str(int(STARTUP_TIMEOUT_SIGNAL)):
+        reason = (
+            f"chief {unit} gave up waiting for the cluster to form "
+            f"(training_run_startup_timeout; {times})"
+        )
+    elif result == "signal":
+        reason = f"chief {unit} was killed by signal {code} ({times})"
+    else:
+        reason = f"chief {unit} {result or active} (exit code {code}, {times})"
     return "failed", reason, journal_tail(unit)
 
 

@@ -225,8 +225,9 @@ class Launcher:
         log.info("run %s: %s", outcome, reason)
         self._write_state(state="stopping", reason=reason)
         self._stop_all(grace if outcome == "succeeded" else 0.0)
-        self._write_state(state=outcome, reason=reason, finished=time.time())
+        # Before the final state: train.yml's follower waits for it, then shows the plots.
         _settle_run_record(self.run_dir, outcome, reason)
+        self._write_state(state=outcome, reason=reason, finished=time.time())
         return {"succeeded": 0, "failed": 1, "stopped": 3}[outcome]
 
     def _restart_due(self) -> None:
@@ -241,23 +242,23 @@ class Launcher:
 
 
 def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
-    """Mark ``run.json`` (written by train.yml) with the outcome if it still says running.
+    """Plot the run, and mark ``run.json`` with the outcome if it still says running.
 
-    train.yml records the outcome itself and makes the plots; this covers a
-    train.yml that was interrupted (Ctrl-C) while the run went on in the
-    background, so that run gets its outcome and its plots too.
+    The launcher makes a local run's plots (on nodes train.yml makes them from
+    the task logs it collects). train.yml records the outcome itself; marking
+    ``run.json`` here covers a train.yml that was interrupted (Ctrl-C) while
+    the run went on in the background.
     """
     path = run_dir / "run.json"
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
-        return
-    if record.get("state") != "running":
-        return
-    record.update(state=outcome, reason=reason)
-    tmp = run_dir / ".run.json.tmp"
-    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(path)
+        record = {}
+    if record.get("state") == "running":
+        record.update(state=outcome, reason=reason)
+        tmp = run_dir / ".run.json.tmp"
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(path)
     from training.plots import plot_run
 
     try:

@@ -185,7 +185,10 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     if exporter.enabled:
         exporter.restarts.set(restarts)
     if restarts:
-        log.info("%s: start %d of this run (restarted %d times)", task_name, restarts + 1, restarts)
+        times = "time" if restarts == 1 else "times"
+        log.info(
+            "%s: start %d of this run (restarted %d %s)", task_name, restarts + 1, restarts, times
+        )
 
     if is_server_task(tf_config, config.strategy):
         assert tf_config is not None
