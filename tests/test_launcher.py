@@ -229,6 +229,14 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
             json.dumps({"event": "epoch", "epoch": 3, "loss": 0.2, "accuracy": 0.9}) + "\n"
         )
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("epoch 3/3")
+    # Between epochs: a step that moved on is shown as it is; a poll with nothing new says so.
+    with progress.open("a") as handle:
+        handle.write(json.dumps({"event": "batch", "epoch": 4, "step": 5, "loss": 0.1}) + "\n")
+    moved = follow_run(run, wait=0.1, cursor_file=cursor)["line"]
+    assert "no news" not in moved
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].endswith(
+        "(no news since the last line)"
+    )
 
 
 def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: Path) -> None:

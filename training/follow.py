@@ -218,7 +218,8 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         if events[i]["event"] in ("start", "resume", "epoch", "end")
     ]
     if current["state"] not in ("running", "starting") or not lines:
-        still = current["state"] == "running" and not lines and events
+        # A step line that moved on is news too; only a poll with no event at all is not.
+        still = current["state"] == "running" and events and seen >= len(events)
         lines.append(current["line"] + (" (no news since the last line)" if still else ""))
     elif events[-1]["event"] == "batch":
         lines.append(describe(events))
