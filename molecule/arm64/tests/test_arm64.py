@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import testinfra
@@ -13,8 +14,10 @@ RUNS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "runs"
 VENV_PYTHON = "/opt/raspi-tf/venv/bin/python"
 SMOKE = (
     "import importlib.metadata as m, platform, cv2, numpy, tensorflow as tf; "
-    "print(platform.machine(), m.version('tensorflow'), cv2.__version__, numpy.__version__, "
-    "float(tf.reduce_sum(tf.ones([2, 3]))))"
+    "names = {d.metadata['Name'].lower().replace('_', '-') for d in m.distributions()}; "
+    "print(platform.machine(), m.version('tensorflow'), "
+    "'has-tensorflow-cpu' if 'tensorflow-cpu' in names else 'no-tensorflow-cpu', "
+    "cv2.__version__, numpy.__version__, float(tf.reduce_sum(tf.ones([2, 3]))))"
 )
 
 
@@ -30,11 +33,11 @@ def test_arm_nodes_run_the_aarch64_tensorflow_wheel_with_opencv_and_numpy() -> N
     for name in ("arm1", "arm2"):
         host = node(name)
         assert host.system_info.arch == "aarch64"
-        out = host.check_output(f"{VENV_PYTHON} -c '{SMOKE}'").split()
+        # One Python per node: each start costs seconds under emulation.
+        out = host.check_output(f"{VENV_PYTHON} -c {shlex.quote(SMOKE)}").split()
         assert out[0] == "aarch64" and out[-1] == "6.0", out
         # The aarch64 wheel is `tensorflow`; x86_64 nodes get `tensorflow-cpu`.
-        assert host.run(f"{VENV_PYTHON} -m pip show -q tensorflow").rc == 0
-        assert host.run(f"{VENV_PYTHON} -m pip show -q tensorflow-cpu").rc != 0
+        assert out[1] == "2.21.0" and out[2] == "no-tensorflow-cpu", out
 
 
 def test_two_arm64_nodes_trained_together_and_the_results_came_home() -> None:
@@ -51,10 +54,11 @@ def test_two_arm64_nodes_trained_together_and_the_results_came_home() -> None:
 def test_an_arm64_and_an_x86_64_node_train_together() -> None:
     m = metrics("mixed-mwms")
     assert m["tasks"] == ["worker-0", "worker-1"]
-    assert m["num_replicas_in_sync"] == 2 and m["chief_host"] == "arm1"
-    assert m["test_accuracy"] >= 0.5, m["test_accuracy"]  # one epoch; chance is 0.1
+    assert m["num_replicas_in_sync"] == 2
+    assert m["test_accuracy"] >= 0.85, m["test_accuracy"]
     arches = {name: node(name).system_info.arch for name in ("arm1", "amd1")}
     assert arches == {"arm1": "aarch64", "amd1": "x86_64"}
+    assert {address.split(":")[0] for address in m["cluster"]["worker"]} == {"arm1", "amd1"}
 
 
 def test_pi_settings_are_applied_on_a_pi_and_skipped_elsewhere() -> None:
