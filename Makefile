@@ -48,7 +48,9 @@ arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64
 	molecule/images/build.sh arm64
 	molecule test -s arm64
 
-test: lint unit integration nodes ## every test (nodes needs a Docker engine: .ci/run starts one)
+test: lint unit integration ## every test (nodes and arm64 need a Docker engine and binfmt: .ci/run sets them up)
+	@echo "== make nodes and make arm64 run side by side; each one's output shows when it ends"
+	$(MAKE) --no-print-directory --output-sync=target -j2 nodes arm64
 
 clean: ## remove the venv and caches (runs/ stays: it holds your models)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache
