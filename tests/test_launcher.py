@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -299,3 +301,29 @@ def test_a_failed_chief_unit_says_why(
     state, reason, _ = follow_module._systemd_status("raspi-tf-task@chief-0.service", False)
     assert state == "failed"
     assert expected in reason
+
+
+def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path) -> None:
+    # Two train.yml started seconds apart both pass the preflight: the first launcher's
+    # port locks refuse the second before it starts any task.
+    port = 40000 + os.getpid() % 10000
+
+    def run_on_port(folder: Path, plan: str) -> Path:
+        folder.mkdir(exist_ok=True)
+        run = make_run(folder, {"worker-0": plan}, set(), "worker-0")
+        spec = json.loads((run / launcher.SPEC_FILE).read_text())
+        spec["tasks"][0]["port"] = port
+        (run / launcher.SPEC_FILE).write_text(json.dumps(spec))
+        return run
+
+    run = run_on_port(tmp_path / "second", "exit:1:0")
+    lock = Path(tempfile.gettempdir()) / f"raspi-tf-port-{port}.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # what the first launcher holds
+        assert launch(run).wait(timeout=60) == 1
+        state = launcher.read_state(run)
+        assert state["state"] == "failed"
+        assert f"port(s) {port} belong to another local run" in state["reason"]
+        assert not list((run / "logs").glob("worker-*.log")) and state["tasks"] == {}
+    # Once the first launcher is gone (the kernel drops its lock), a run starts.
+    assert launch(run_on_port(tmp_path / "third", "exit:0.2:0")).wait(timeout=60) == 0

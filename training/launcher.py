@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import logging
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +84,7 @@ class Launcher:
     children: dict[str, _Child] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     stop_requested: str = ""
+    _port_locks: list[int] = field(default_factory=list)
 
     def _write_state(self, **changes: Any) -> None:
         self.state.update(changes)
@@ -162,6 +165,19 @@ class Launcher:
             signal.signal(sig, self._on_signal)
         chief = self.spec["chief"]
         grace = float(self.spec.get("stop_grace_seconds", 30))
+        taken = self._claim_ports()
+        if taken:
+            # Two train.yml started seconds apart both pass the preflight; the port
+            # locks let only one of them start tasks.
+            reason = (
+                f"port(s) {', '.join(map(str, taken))} belong to another local run that "
+                "started first; nothing was started. Wait for it to end or stop it "
+                "(ansible-playbook stop.yml)"
+            )
+            log.error("run refused: %s", reason)
+            self._write_state(pid=os.getpid(), state="failed", reason=reason, finished=time.time())
+            _settle_run_record(self.run_dir, "failed", reason, plot=False)
+            return 1
         self._write_state(
             pid=os.getpid(),
             state="starting",
@@ -230,6 +246,25 @@ class Launcher:
         self._write_state(state=outcome, reason=reason, finished=time.time())
         return {"succeeded": 0, "failed": 1, "stopped": 3}[outcome]
 
+    def _claim_ports(self) -> list[int]:
+        """Lock every task port of the run for the launcher's life; return those taken.
+
+        One ``flock`` per port on ``<tmp>/raspi-tf-port-<port>.lock``: the kernel
+        drops it when the launcher ends, even by SIGKILL, so a lock never goes stale.
+        """
+        taken = []
+        for port in sorted({int(t["port"]) for t in self.spec["tasks"] if "port" in t}):
+            path = Path(tempfile.gettempdir()) / f"raspi-tf-port-{port}.lock"
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                taken.append(port)
+            else:
+                self._port_locks.append(fd)
+        return taken
+
     def _restart_due(self) -> None:
         now = time.monotonic()
         for child in list(self.children.values()):
@@ -241,7 +276,7 @@ class Launcher:
         self.stop_requested = signal.Signals(signum).name
 
 
-def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
+def _settle_run_record(run_dir: Path, outcome: str, reason: str, plot: bool = True) -> None:
     """Plot the run, and mark ``run.json`` with the outcome if it still says running.
 
     The launcher makes a local run's plots (on nodes train.yml makes them from
@@ -259,6 +294,8 @@ def _settle_run_record(run_dir: Path, outcome: str, reason: str) -> None:
         tmp = run_dir / ".run.json.tmp"
         tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
         tmp.replace(path)
+    if not plot:
+        return
     from training.plots import plot_run
 
     try:
