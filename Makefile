@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 1
 
-.PHONY: help install train test checks lint unit integration images all-images nodes arm64 clean
+.PHONY: help install train test lint unit integration images nodes arm64 clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -48,21 +48,7 @@ arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64
 	molecule/images/build.sh arm64
 	molecule test -s arm64
 
-test: install ## every test (nodes and arm64 need a Docker engine and binfmt: .ci/run sets them up)
-	@echo "== lint, unit and integration, with the node images building beside them"
-	@echo "== (each one's output shows when it ends)"
-	$(MAKE) --no-print-directory --output-sync=target -j2 checks all-images
-	@echo "== nodes and arm64 side by side (each one's output shows when it ends)"
-	$(MAKE) --no-print-directory --output-sync=target -j2 nodes arm64
-
-checks: install ## lint, unit and integration, one after the other
-	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory unit
-	$(MAKE) --no-print-directory integration
-
-all-images: ## build both node images (x86_64, then arm64 under emulation)
-	molecule/images/build.sh amd64
-	molecule/images/build.sh arm64
+test: lint unit integration nodes ## every test CI runs (nodes needs a Docker engine: .ci/run starts one)
 
 clean: ## remove the venv and caches (runs/ stays: it holds your models)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache
