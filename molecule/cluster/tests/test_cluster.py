@@ -136,7 +136,8 @@ def test_blocked_worker_port_fails_the_preflight_naming_both_hosts() -> None:
     n3.run("nft add rule inet test_block input iif != lo tcp dport 2222 drop")
     try:
         # Each probe has its own timeout (netcheck), so the play cannot hang on a
-        # dropped port; no wall-clock bound here: under 60 s in earlier CI runs, 140 s on a busy machine.
+        # dropped port. No wall-clock bound here: under 60 s in earlier CI runs,
+        # 140 s on a busy machine.
         result = subprocess.run(
             ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
             capture_output=True,
