@@ -253,7 +253,7 @@ class Launcher:
         drops it when the launcher ends, even by SIGKILL, so a lock never goes stale.
         """
         taken = []
-        for port in sorted({int(t["port"]) for t in self.spec["tasks"] if "port" in t}):
+        for port in sorted(task_ports(self.spec)):
             path = Path(tempfile.gettempdir()) / f"raspi-tf-port-{port}.lock"
             fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
             try:
@@ -342,6 +342,11 @@ def load_spec(path: Path) -> dict[str, Any]:
     return spec
 
 
+def task_ports(spec: dict[str, Any]) -> set[int]:
+    """The TCP ports of a launch spec's tasks (tasks without a ``port`` have none)."""
+    return {int(t["port"]) for t in spec.get("tasks", []) if "port" in t}
+
+
 def read_state(run_dir: Path) -> dict[str, Any]:
     """The launcher's last recorded state, or ``{}`` if it has not written one."""
     try:
@@ -387,7 +392,7 @@ def runs_on_ports(ports: set[int]) -> list[dict[str, Any]]:
             spec = json.loads((run_dir / SPEC_FILE).read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError):
             continue
-        shared = sorted(ports & {int(t["port"]) for t in spec.get("tasks", []) if "port" in t})
+        shared = sorted(ports & task_ports(spec))
         if shared and pid_alive(int(proc.name)):
             found.append({"run_dir": str(run_dir), "pid": int(proc.name), "ports": shared})
     return found
