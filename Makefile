@@ -48,7 +48,7 @@ arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64
 	molecule/images/build.sh arm64
 	molecule test -s arm64
 
-test: lint unit integration nodes ## every test CI runs (nodes needs a Docker engine: .ci/run starts one)
+test: lint unit integration nodes arm64 ## every test CI runs (nodes and arm64 need a Docker engine: .ci/run starts one)
 
 clean: ## remove the venv and caches (runs/ stays: it holds your models)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache
