@@ -196,7 +196,7 @@ def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
         )
         + "\n"
     )
-    assert "training started: m with s on 2 task(s)" in follow_run(run, wait=5.0)["line"]
+    assert "training started: m with s on 2 tasks" in follow_run(run, wait=5.0)["line"]
 
 
 def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:

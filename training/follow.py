@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
-from training.progress import PROGRESS_FILE, describe, read_events
+from training.progress import PROGRESS_FILE, describe, plural, read_events
 from training.tasklog import STARTUP_TIMEOUT_SIGNAL
 
 #: Seconds between two looks at the run while following it.
@@ -94,7 +94,7 @@ def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
     if active == "inactive" and result == "success":
         return "succeeded", f"chief {unit} exited with code 0", ""
     code = state.get("ExecMainStatus", "?")
-    times = f"restarted {restarts} time{'' if restarts == '1' else 's'}"
+    times = f"restarted {plural(restarts, 'time')}"
     if result == "signal" and code == str(int(STARTUP_TIMEOUT_SIGNAL)):
         reason = (
             f"chief {unit} gave up waiting for the cluster to form "

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from training.progress import plural
 from training.tasklog import STARTUP_TIMEOUT_SIGNAL
 
 log = logging.getLogger(__name__)
@@ -228,7 +229,7 @@ class Launcher:
                     outcome = "failed"
                     reason = (
                         f"task {child.name} exited with code {child.returncode} and was "
-                        f"restarted {child.restarts} time{'' if child.restarts == 1 else 's'}: "
+                        f"restarted {plural(child.restarts, 'time')}: "
                         "the restart limit "
                         f"(training_run_max_restarts={max_restarts}) is reached"
                     )

@@ -26,6 +26,11 @@ from typing import Any
 PROGRESS_FILE = "progress.jsonl"
 
 
+def plural(count: int | str, noun: str) -> str:
+    """``"1 epoch"``, ``"2 epochs"``: a count and its English noun (regular plurals only)."""
+    return f"{count} {noun}" if str(count) == "1" else f"{count} {noun}s"
+
+
 class ProgressWriter:
     """Appends progress events to a JSON-lines file, one flushed line per event."""
 
@@ -108,7 +113,8 @@ def describe(events: list[dict[str, Any]]) -> str:
     if last["event"] == "start":
         return (
             f"training started: {start.get('model')} with {start.get('strategy')} on "
-            f"{len(start.get('tasks', []))} task(s), {epochs} epochs of {steps} steps"
+            f"{plural(len(start.get('tasks', [])), 'task')}, "
+            f"{plural(epochs, 'epoch')} of {steps} steps"
         )
     if last["event"] == "batch":
         now = (

@@ -34,6 +34,7 @@ from training.progress import (
     ProgressWriter,
     make_callback,
     newest_epochs,
+    plural,
     read_events,
 )
 from training.tasklog import StartupWatchdog, open_task_log
@@ -185,9 +186,11 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     if exporter.enabled:
         exporter.restarts.set(restarts)
     if restarts:
-        times = "time" if restarts == 1 else "times"
         log.info(
-            "%s: start %d of this run (restarted %d %s)", task_name, restarts + 1, restarts, times
+            "%s: start %d of this run (restarted %s)",
+            task_name,
+            restarts + 1,
+            plural(restarts, "time"),
         )
 
     if is_server_task(tf_config, config.strategy):
