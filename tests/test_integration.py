@@ -121,6 +121,8 @@ def test_a_worker_killed_in_epoch_2_resumes_from_the_backup(
     baseline = metrics_of(undisturbed[1])["test_accuracy"]
     assert abs(m["test_accuracy"] - baseline) <= 0.02, (m["test_accuracy"], baseline)
     assert "resumed from the backup made after epoch" in output
+    summary = " ".join(output.split())
+    assert "recovery restarts:" in summary and "worker-1 1" in summary, output[-3000:]
     assert (
         "task worker-1 exited with code -9; restart 1 of 3"
         in (latest / "logs" / "launcher.log").read_text()
@@ -208,6 +210,9 @@ def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps(
     assert starts_of(latest, "worker-1") == [0, 1]
     assert starts_of(latest, "ps-0") == [0, 1]
     assert starts_of(latest, "chief-0") == [0, 1]  # for the ps only, not for the worker
+    assert "restarts: chief-0 1, ps-0 1, worker-1 1; the chief resumed" in " ".join(
+        output.split()
+    ), output[-3000:]
     assert not training_processes()  # ps and worker servers never exit by themselves
 
 

@@ -42,6 +42,37 @@ def test_restarts_are_counted_from_the_task_log(tmp_path: Path) -> None:
     assert (summary["epoch"], summary["loss"]) == (3, 0.25)
 
 
+def _recovery(run: Path, resumed: int | None) -> str:
+    (run / "metrics.json").write_text(json.dumps({"resumed_from_epoch": resumed}))
+    out = subprocess.run(
+        [sys.executable, "-m", "training", "recovery", "--run-dir", str(run)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip()
+
+
+def test_the_recovery_line_names_every_task_that_restarted(tmp_path: Path) -> None:
+    for task, starts in (("chief-0", 2), ("ps-0", 2), ("worker-0", 1), ("worker-1", 3)):
+        for _ in range(starts):
+            tasklog.open_task_log(tmp_path, task)
+    assert _recovery(tmp_path, 2) == (
+        "restarts: chief-0 1, ps-0 1, worker-1 2; "
+        "the chief resumed from the backup made after epoch 2"
+    )
+
+
+def test_the_recovery_line_says_when_nothing_or_only_a_worker_restarted(tmp_path: Path) -> None:
+    for task in ("chief-0", "worker-0", "worker-1"):
+        tasklog.open_task_log(tmp_path, task)
+    assert _recovery(tmp_path, None) == "none (no task restarted)"
+    tasklog.open_task_log(tmp_path, "worker-1")
+    assert _recovery(tmp_path, None) == (
+        "restarts: worker-1 1; the chief ran through without its backup"
+    )
+
+
 def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
     tmp_path: Path,
 ) -> None:

@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="write a run's PNG plots into its folder")
     plot.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
+    recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
+    recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
+
     watchdog = sub.add_parser(
         "startup-watchdog",
         help="(started by train) end task --pid if its cluster has not formed in time",
@@ -266,6 +269,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         for path in plot_run(args.run_dir):
             print(path)
+        return 0
+    if args.command == "recovery":
+        from training.tasklog import recovery_line
+
+        try:
+            metrics = json.loads((args.run_dir / "metrics.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            metrics = {}
+        print(recovery_line(args.run_dir, metrics.get("resumed_from_epoch")))
         return 0
     if args.command == "startup-watchdog":
         from training.tasklog import watch_startup

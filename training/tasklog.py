@@ -195,3 +195,31 @@ def summarise(path: Path) -> dict[str, Any]:
         "resumed_from": resumes[-1]["from_epoch"] if resumes else None,
         "ended": bool(events) and events[-1].get("event") == "end",
     }
+
+
+def recovery_line(run_dir: Path, resumed_from_epoch: int | None = None) -> str:
+    """What the run lived through, for the summary's ``recovery`` line.
+
+    Reads every ``<run_dir>/tasks/*.jsonl`` (on nodes the play has fetched them
+    to the control node by then) and counts each task's restarts.
+
+    Args:
+        run_dir: the run's folder on this machine.
+        resumed_from_epoch: the chief's ``resumed_from_epoch`` from
+            ``metrics.json`` (None or 0 when it never restored a backup).
+
+    Returns:
+        ``"none (no task restarted)"``, or e.g. ``"restarts: worker-0 1,
+        worker-1 1; the chief resumed from the backup made after epoch 1"``.
+    """
+    restarted = {
+        path.stem: summarise(path)["restarts"]
+        for path in sorted((Path(run_dir) / TASKS_DIR).glob("*.jsonl"))
+    }
+    counts = ", ".join(f"{task} {n}" for task, n in restarted.items() if n)
+    if resumed_from_epoch:
+        backup = f"the chief resumed from the backup made after epoch {resumed_from_epoch}"
+        return f"restarts: {counts}; {backup}" if counts else backup
+    if counts:
+        return f"restarts: {counts}; the chief ran through without its backup"
+    return "none (no task restarted)"
