@@ -129,6 +129,9 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
     if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
         current, reason, log_tail = "stopped", "stopped by stop.yml", ""
     line = describe(events)
+    restarted = _restarted_tasks(run_dir) if not unit and current == "running" else ""
+    if restarted:
+        line = f"{line} · restarted so far: {restarted}"
     if current in ("failed", "stopped"):
         line = f"{current}: {reason}"
     elif current == "stopping":
@@ -143,6 +146,14 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
         "reason": reason,
         "log_tail": log_tail,
     }
+
+
+def _restarted_tasks(run_dir: Path) -> str:
+    """``"worker-2 2 times"`` for each task of a local run that the launcher restarted."""
+    tasks = read_state(run_dir).get("tasks", {})
+    return ", ".join(
+        f"{name} {plural(t['restarts'], 'time')}" for name, t in tasks.items() if t.get("restarts")
+    )
 
 
 def _local_status(run_dir: Path) -> tuple[str, str, str]:
