@@ -42,8 +42,9 @@ def test_restarts_are_counted_from_the_task_log(tmp_path: Path) -> None:
     assert (summary["epoch"], summary["loss"]) == (3, 0.25)
 
 
-def _recovery(run: Path, resumed: int | None) -> str:
-    (run / "metrics.json").write_text(json.dumps({"resumed_from_epoch": resumed}))
+def _recovery(run: Path, resumed: int | None, chief_restarts: int = 0) -> str:
+    metrics = {"resumed_from_epoch": resumed, "restarts": chief_restarts}
+    (run / "metrics.json").write_text(json.dumps(metrics))
     out = subprocess.run(
         [sys.executable, "-m", "training", "recovery", "--run-dir", str(run)],
         capture_output=True,
@@ -57,8 +58,8 @@ def test_the_recovery_line_names_every_task_that_restarted(tmp_path: Path) -> No
     for task, starts in (("chief-0", 2), ("ps-0", 2), ("worker-0", 1), ("worker-1", 3)):
         for _ in range(starts):
             tasklog.open_task_log(tmp_path, task)
-    assert _recovery(tmp_path, 2) == (
-        "restarts: chief-0 1, ps-0 1, worker-1 2; "
+    assert _recovery(tmp_path, 2, chief_restarts=1) == (
+        "restarted chief-0 (1 time), ps-0 (1 time), worker-1 (2 times); "
         "the chief resumed from the backup made after epoch 2"
     )
 
@@ -69,7 +70,18 @@ def test_the_recovery_line_says_when_nothing_or_only_a_worker_restarted(tmp_path
     assert _recovery(tmp_path, None) == "none (no task restarted)"
     tasklog.open_task_log(tmp_path, "worker-1")
     assert _recovery(tmp_path, None) == (
-        "restarts: worker-1 1; the chief ran through without its backup"
+        "restarted worker-1 (1 time); the chief ran on without a restart"
+    )
+
+
+def test_the_recovery_line_says_a_chief_restarted_before_any_backup_began_again(
+    tmp_path: Path,
+) -> None:
+    for _ in range(2):
+        tasklog.open_task_log(tmp_path, "worker-0")
+    assert _recovery(tmp_path, None, chief_restarts=1) == (
+        "restarted worker-0 (1 time); "
+        "the chief restarted before its first backup, so training began again at epoch 1"
     )
 
 

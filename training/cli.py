@@ -277,7 +277,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             metrics = json.loads((args.run_dir / "metrics.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             metrics = {}
-        print(recovery_line(args.run_dir, metrics.get("resumed_from_epoch")))
+        print(
+            recovery_line(
+                args.run_dir, metrics.get("resumed_from_epoch"), metrics.get("restarts") or 0
+            )
+        )
         return 0
     if args.command == "startup-watchdog":
         from training.tasklog import watch_startup

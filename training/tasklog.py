@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from training.cluster import TFConfig
-from training.progress import ProgressWriter, read_events
+from training.progress import ProgressWriter, plural, read_events
 
 log = logging.getLogger(__name__)
 
@@ -197,29 +197,36 @@ def summarise(path: Path) -> dict[str, Any]:
     }
 
 
-def recovery_line(run_dir: Path, resumed_from_epoch: int | None = None) -> str:
+def recovery_line(
+    run_dir: Path, resumed_from_epoch: int | None = None, chief_restarts: int = 0
+) -> str:
     """What the run lived through, for the summary's ``recovery`` line.
 
     Reads every ``<run_dir>/tasks/*.jsonl`` (on nodes the play has fetched them
-    to the control node by then) and counts each task's restarts.
+    to the control node by then) and counts each task's restarts. The line has
+    no ``": "``, so Ansible prints it unquoted.
 
     Args:
         run_dir: the run's folder on this machine.
         resumed_from_epoch: the chief's ``resumed_from_epoch`` from
             ``metrics.json`` (None or 0 when it never restored a backup).
+        chief_restarts: the chief's ``restarts`` from ``metrics.json``.
 
     Returns:
-        ``"none (no task restarted)"``, or e.g. ``"restarts: worker-0 1,
-        worker-1 1; the chief resumed from the backup made after epoch 1"``.
+        ``"none (no task restarted)"``, or e.g. ``"restarted worker-0 (1 time),
+        worker-1 (1 time); the chief resumed from the backup made after epoch 1"``.
     """
     restarted = {
         path.stem: summarise(path)["restarts"]
         for path in sorted((Path(run_dir) / TASKS_DIR).glob("*.jsonl"))
     }
-    counts = ", ".join(f"{task} {n}" for task, n in restarted.items() if n)
+    counts = ", ".join(f"{task} ({plural(n, 'time')})" for task, n in restarted.items() if n)
     if resumed_from_epoch:
-        backup = f"the chief resumed from the backup made after epoch {resumed_from_epoch}"
-        return f"restarts: {counts}; {backup}" if counts else backup
-    if counts:
-        return f"restarts: {counts}; the chief ran through without its backup"
-    return "none (no task restarted)"
+        then = f"the chief resumed from the backup made after epoch {resumed_from_epoch}"
+    elif chief_restarts:
+        then = "the chief restarted before its first backup, so training began again at epoch 1"
+    elif counts:
+        then = "the chief ran on without a restart"
+    else:
+        return "none (no task restarted)"
+    return f"restarted {counts}; {then}" if counts else then
