@@ -157,7 +157,7 @@ def test_the_follower_names_the_tasks_restarted_so_far(tmp_path: Path) -> None:
             if "restarted so far" in line:
                 break
             time.sleep(0.2)
-        assert line.endswith("· restarted so far: worker-1 1 time"), line
+        assert line.endswith("· restarted so far: worker-1 (1 time)"), line
     finally:
         launcher.stop(run)
         proc.wait(timeout=60)

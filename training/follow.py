@@ -16,7 +16,7 @@ from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
 from training.progress import PROGRESS_FILE, describe, plural, read_events
-from training.tasklog import STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import STARTUP_TIMEOUT_SIGNAL, restart_counts
 
 #: Seconds between two looks at the run while following it.
 POLL = 0.5
@@ -121,16 +121,18 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
         that failed, when one did.
     """
     events = read_events(run_dir / PROGRESS_FILE)
+    state: dict[str, Any] = {}  # the local launcher's; nodes have none
     if unit:
         ended = any(e.get("event") == "end" for e in events)
         current, reason, log_tail = _systemd_status(unit, ended)
     else:
-        current, reason, log_tail = _local_status(run_dir)
+        state = read_state(run_dir)
+        current, reason, log_tail = _local_status(run_dir, state)
     if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
         current, reason, log_tail = "stopped", "stopped by stop.yml", ""
     line = describe(events)
-    restarted = _restarted_tasks(run_dir) if not unit and current == "running" else ""
-    if restarted:
+    restarted = restart_counts({n: t.get("restarts", 0) for n, t in state.get("tasks", {}).items()})
+    if current == "running" and restarted:
         line = f"{line} · restarted so far: {restarted}"
     if current in ("failed", "stopped"):
         line = f"{current}: {reason}"
@@ -148,16 +150,7 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
     }
 
 
-def _restarted_tasks(run_dir: Path) -> str:
-    """``"worker-2 2 times"`` for each task of a local run that the launcher restarted."""
-    tasks = read_state(run_dir).get("tasks", {})
-    return ", ".join(
-        f"{name} {plural(t['restarts'], 'time')}" for name, t in tasks.items() if t.get("restarts")
-    )
-
-
-def _local_status(run_dir: Path) -> tuple[str, str, str]:
-    state = read_state(run_dir)
+def _local_status(run_dir: Path, state: dict[str, Any]) -> tuple[str, str, str]:
     current = state.get("state", "starting")
     reason = state.get("reason", "")
     if current not in FINAL_STATES and state and not pid_alive(state.get("pid")):

@@ -197,6 +197,11 @@ def summarise(path: Path) -> dict[str, Any]:
     }
 
 
+def restart_counts(restarts: dict[str, int]) -> str:
+    """``"worker-0 (1 time), worker-1 (2 times)"``: the tasks with restarts, in the given order."""
+    return ", ".join(f"{task} ({plural(n, 'time')})" for task, n in restarts.items() if n)
+
+
 def recovery_line(
     run_dir: Path, resumed_from_epoch: int | None = None, chief_restarts: int = 0
 ) -> str:
@@ -216,11 +221,12 @@ def recovery_line(
         ``"none (no task restarted)"``, or e.g. ``"restarted worker-0 (1 time),
         worker-1 (1 time); the chief resumed from the backup made after epoch 1"``.
     """
-    restarted = {
-        path.stem: summarise(path)["restarts"]
-        for path in sorted((Path(run_dir) / TASKS_DIR).glob("*.jsonl"))
-    }
-    counts = ", ".join(f"{task} ({plural(n, 'time')})" for task, n in restarted.items() if n)
+    counts = restart_counts(
+        {
+            path.stem: summarise(path)["restarts"]
+            for path in sorted((Path(run_dir) / TASKS_DIR).glob("*.jsonl"))
+        }
+    )
     if resumed_from_epoch:
         then = f"the chief resumed from the backup made after epoch {resumed_from_epoch}"
     elif chief_restarts:
