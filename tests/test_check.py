@@ -36,6 +36,9 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--dataset", "cifar10"], "dataset 'cifar10' is unknown"),
         (["--dataset", "mnist"], "stage it with `ansible-playbook site.yml -e dataset=mnist`"),
         (["--model", "resnet"], "model 'resnet' is unknown"),
+        (["--steps-per-execution", "0"], "steps_per_execution=0 must be 1 or more"),
+        (["--threads", "-1"], "threads=-1 must be 0 (share the CPUs) or more"),
+        (["--pack-bytes", "-5"], "pack_bytes=-5 must be 0 (TensorFlow packs) or more"),
     ],
 )
 def test_refusals_name_the_value_and_the_fix(
@@ -109,3 +112,58 @@ def test_listener_says_a_port_is_in_use() -> None:
         busy.listen()
         with pytest.raises(NetCheckError, match="is in use"):
             listen([busy.getsockname()[1]], 1.0)
+
+
+@pytest.mark.parametrize(
+    ("threads", "tasks_here", "expected"),
+    [(0, 2, 1), (0, 1, 2), (0, 3, 1), (3, 2, 3)],
+)
+def test_threads_share_the_hosts_cpus_among_its_tasks(
+    monkeypatch: pytest.MonkeyPatch, threads: int, tasks_here: int, expected: int
+) -> None:
+    from training.cluster import parse_tf_config
+    from training.train import TrainConfig, thread_count
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1})
+    here = [f"10.0.0.1:{2222 + i}" for i in range(tasks_here)]
+    tf_config = parse_tf_config(
+        json.dumps(
+            {
+                "cluster": {"worker": [*here, "10.0.0.2:2222"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        )
+    )
+    assert thread_count(TrainConfig(threads=threads), tf_config) == expected
+    assert thread_count(TrainConfig(threads=threads), None) == (threads or 2)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_cpu_quota_caps_the_usable_cpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
+) -> None:
+    from training import train
+
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    if version == 1:
+        line, unit = "4:cpu,cpuacct:/docker/abc/system.slice/x.service", "cpu,cpuacct/docker/abc"
+        (tmp_path / unit).mkdir(parents=True)
+        (tmp_path / unit / "cpu.cfs_quota_us").write_text("150000\n")
+        (tmp_path / unit / "cpu.cfs_period_us").write_text("100000\n")
+    else:
+        line, unit = "0::/docker/abc/system.slice/x.service", "docker/abc"
+        (tmp_path / unit).mkdir(parents=True)
+        (tmp_path / unit / "cpu.max").write_text("100000 100000\n")
+    real_read = Path.read_text
+
+    def read_text(self: Path, *args: object, **kwargs: object) -> str:
+        if str(self) == "/proc/self/cgroup":
+            return line + "\n"
+        return real_read(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", read_text)
+    assert train.usable_cpus(tmp_path) == (2 if version == 1 else 1)
+    (tmp_path / unit / ("cpu.max" if version == 2 else "cpu.cfs_quota_us")).write_text(
+        "max 100000\n" if version == 2 else "-1\n"
+    )
+    assert train.usable_cpus(tmp_path) == 4

@@ -11,13 +11,14 @@ from training import models
 
 
 def test_known_models() -> None:
-    assert {"mnist_mlp", "mnist_cnn", "mnist_lstm"} <= set(models.available())
+    assert {"mnist_mlp", "mnist_cnn", "mnist_lstm", "mnist_wide_mlp"} <= set(models.available())
     assert not any(name.startswith("_") for name in models.available())
 
 
 def test_unknown_model_lists_the_known_ones() -> None:
     with pytest.raises(
-        models.UnknownModelError, match="known models: mnist_cnn, mnist_lstm, mnist_mlp"
+        models.UnknownModelError,
+        match="known models: mnist_cnn, mnist_lstm, mnist_mlp, mnist_wide_mlp",
     ):
         models.get("resnet50")
 
@@ -32,7 +33,13 @@ def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 @pytest.mark.parametrize(
-    ("name", "weights"), [("mnist_mlp", 79_510), ("mnist_cnn", 34_826), ("mnist_lstm", 81_674)]
+    ("name", "weights"),
+    [
+        ("mnist_mlp", 79_510),
+        ("mnist_cnn", 34_826),
+        ("mnist_lstm", 81_674),
+        ("mnist_wide_mlp", 669_706),
+    ],
 )
 def test_models_map_images_to_ten_logits(name: str, weights: int) -> None:
     model = models.get(name)(0.001)
@@ -40,3 +47,18 @@ def test_models_map_images_to_ten_logits(name: str, weights: int) -> None:
     assert tuple(out.shape) == (3, 10)
     assert model.count_params() == weights
     assert model.optimizer.learning_rate.numpy() == pytest.approx(0.001)
+
+
+def test_steps_per_execution_reaches_compile() -> None:
+    model = models.build("mnist_mlp", 0.001, steps_per_execution=4)
+    assert int(model._steps_per_execution.numpy()) == 4
+
+
+def test_a_model_without_steps_per_execution_says_how_to_add_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "old_style.py").write_text("def build(learning_rate):\n    return None\n")
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    assert models.build("old_style", 0.1) is None
+    with pytest.raises(models.UnknownModelError, match=r"takes no steps_per_execution\. Fix"):
+        models.build("old_style", 0.1, steps_per_execution=8)

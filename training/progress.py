@@ -141,6 +141,7 @@ def make_callback(
     worker_examples_per_step: int | None = None,
     exporter: Any = None,
     on_formed: Callable[[], None] | None = None,
+    evaluate: Callable[[], dict[str, float]] | None = None,
 ) -> Any:
     """A tf_keras callback writing ``batch`` and ``epoch`` events to ``writer``.
 
@@ -160,6 +161,9 @@ def make_callback(
         exporter: a :class:`training.exporter.Exporter` to update, or None.
         on_formed: called once training runs (first step, or first epoch
             without batch events): the cluster has formed.
+        evaluate: called after every epoch, outside the epoch's time; the
+            metrics it returns (``test_accuracy``...) join the epoch's logs, so
+            the epoch event, TensorBoard and the history get them.
     """
     import tf_keras as keras
 
@@ -168,6 +172,10 @@ def make_callback(
     class ProgressCallback(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
+            # Tensors in logs are fine (_floats reads them when it writes):
+            # tf_keras then does not copy every step's logs to NumPy, a
+            # synchronisation per step.
+            self._supports_tf_logs = True
             self.epoch = 0
             self.epoch_start = 0.0
             self.last_batch = 0.0
@@ -198,6 +206,8 @@ def make_callback(
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             seconds = time.monotonic() - self.epoch_start
             self.epoch_seconds.append(seconds)
+            if evaluate is not None and logs is not None:
+                logs.update(evaluate())
             values = _floats(logs)
             # The run's log counts the cluster's examples, the task's log this worker's.
             for out, per_step in ((writer, examples_per_step), (task_writer, per_worker)):

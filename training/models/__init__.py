@@ -2,12 +2,14 @@
 
 A model module defines::
 
-    def build(learning_rate: float) -> tf_keras.Model
+    def build(learning_rate: float, steps_per_execution: int = 1) -> tf_keras.Model
 
 returning a compiled model that maps float32 images (batch, 28, 28) in [0, 1]
-to logits (batch, 10), compiled with sparse categorical cross-entropy and an
-``accuracy`` metric. It may set ``LEARNING_RATE``, the step size used when the
-user gives none (default :data:`DEFAULT_LEARNING_RATE`). To add a model, drop
+to logits (batch, 10), compiled with sparse categorical cross-entropy, an
+``accuracy`` metric and the given ``steps_per_execution`` (a module whose
+``build`` takes only ``learning_rate`` still trains, with one step per call).
+It may set ``LEARNING_RATE``, the step size used when the user gives none
+(default :data:`DEFAULT_LEARNING_RATE`). To add a model, drop
 ``my_model.py`` here and train it with ``-e model=my_model``; nothing else
 changes.
 """
@@ -15,6 +17,7 @@ changes.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 from typing import Any
@@ -50,6 +53,28 @@ def get(name: str) -> Callable[..., Any]:
             f"training/models/{name}.py defines no build(learning_rate) function"
         )
     return build
+
+
+def build(name: str, learning_rate: float, steps_per_execution: int = 1) -> Any:
+    """Build and compile model ``name``.
+
+    Raises:
+        UnknownModelError: no such model, or ``steps_per_execution`` above 1
+            for a model whose ``build`` takes only ``learning_rate``.
+    """
+    if steps_per_execution == 1:
+        return get(name)(learning_rate)
+    check_steps_per_execution(name)
+    return get(name)(learning_rate, steps_per_execution=steps_per_execution)
+
+
+def check_steps_per_execution(name: str) -> None:
+    """Raise UnknownModelError unless model ``name``'s ``build`` takes ``steps_per_execution``."""
+    if "steps_per_execution" not in inspect.signature(get(name)).parameters:
+        raise UnknownModelError(
+            f"training/models/{name}.py: build() takes no steps_per_execution. Fix: add the "
+            "parameter and pass it to model.compile, or train with steps_per_execution=1"
+        )
 
 
 def learning_rate(name: str) -> float:

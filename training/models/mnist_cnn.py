@@ -12,7 +12,7 @@ from typing import Any
 from training.models._common import IMAGE_SHAPE, NUM_CLASSES, compile_model
 
 
-def build(learning_rate: float) -> Any:
+def build(learning_rate: float, steps_per_execution: int = 1) -> Any:
     """A compiled CNN: float32 (batch, 28, 28) -> logits (batch, 10); 34,826 weights."""
     import tf_keras as keras
 
@@ -30,4 +30,4 @@ def build(learning_rate: float) -> Any:
         ],
         name="mnist_cnn",
     )
-    return compile_model(model, learning_rate)
+    return compile_model(model, learning_rate, steps_per_execution)

@@ -17,7 +17,7 @@ UNITS = 128
 LEARNING_RATE = 0.004
 
 
-def build(learning_rate: float) -> Any:
+def build(learning_rate: float, steps_per_execution: int = 1) -> Any:
     """A compiled LSTM: float32 (batch, 28, 28) -> logits (batch, 10); 81,674 weights."""
     import tf_keras as keras
 
@@ -29,4 +29,4 @@ def build(learning_rate: float) -> Any:
         ],
         name="mnist_lstm",
     )
-    return compile_model(model, learning_rate)
+    return compile_model(model, learning_rate, steps_per_execution)

@@ -14,7 +14,7 @@ from training.models._common import IMAGE_SHAPE, NUM_CLASSES, compile_model
 HIDDEN_UNITS = 100
 
 
-def build(learning_rate: float) -> Any:
+def build(learning_rate: float, steps_per_execution: int = 1) -> Any:
     """A compiled MLP: float32 (batch, 28, 28) -> logits (batch, 10); 79,510 weights."""
     import tf_keras as keras
 
@@ -27,4 +27,4 @@ def build(learning_rate: float) -> Any:
         ],
         name="mnist_mlp",
     )
-    return compile_model(model, learning_rate)
+    return compile_model(model, learning_rate, steps_per_execution)
