@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 1
 
-.PHONY: help install train test lint unit integration images nodes arm64 clean
+.PHONY: help install train test lint unit integration images nodes arm64 bench clean
 
 help: ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,18 @@ nodes: install images ## node tests in Docker: refused nodes, then molecule's 3-
 arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64 cluster (needs binfmt_misc)
 	molecule/images/build.sh arm64
 	molecule test -s arm64
+
+# The benchmark's cases go into runs/bench-$(BENCH_ID)/, one folder each.
+BENCH_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
+BENCH_DIR := $(abspath runs)/bench-$(BENCH_ID)
+BENCH_RUN = ansible-playbook train.yml -e model=mnist_cnn -e training_run_runs_dir=$(BENCH_DIR)
+
+bench: install images ## measure speed-up, all-reduce and time to accuracy on Pi-shaped nodes (~40 min, idle machine)
+	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-2workers
+	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-1worker -e batch_size=128 \
+		-e '{"tf_cluster_ports": {"worker": [23456], "ps": [23458], "chief": [23459]}}'
+	RASPI_TF_BENCH_ID=$(BENCH_ID) molecule test -s bench
+	python -m training bench --dir $(BENCH_DIR)
 
 test: lint unit integration nodes arm64 ## every test CI runs (nodes and arm64 need a Docker engine: .ci/run starts one)
 

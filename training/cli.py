@@ -12,6 +12,7 @@ Commands:
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
+- ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -30,13 +31,16 @@ from pathlib import Path
 from training import data as datasets
 from training import models
 from training.backup import BackupSyncError
+from training.bench import DEFAULT_TARGET, BenchError
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
 from training.follow import FollowError
 from training.launcher import LaunchError
 from training.netcheck import NetCheckError
+from training.strategy import ALL_REDUCE_IMPLEMENTATIONS
 from training.train import TrainConfig, TrainError
 
 USER_ERRORS = (
+    BenchError,
     ClusterConfigError,
     datasets.DatasetError,
     models.UnknownModelError,
@@ -100,6 +104,36 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         "--metrics-address",
         default=d.metrics_address,
         help="address the metrics bind (default: 127.0.0.1 for a loopback task, else all)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=d.threads,
+        help="TensorFlow intra-/inter-op threads (0: this host's CPUs / its tasks of the run)",
+    )
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=d.steps_per_execution,
+        help="training steps per call of Keras' train function (default %(default)s)",
+    )
+    parser.add_argument(
+        "--all-reduce",
+        default=d.all_reduce,
+        choices=list(ALL_REDUCE_IMPLEMENTATIONS),
+        help="collective implementation of multi_worker_mirrored (default %(default)s)",
+    )
+    parser.add_argument(
+        "--pack-bytes",
+        type=int,
+        default=d.pack_bytes,
+        help="gradient bytes per all-reduce pack (0: TensorFlow packs; default %(default)s)",
+    )
+    parser.add_argument(
+        "--epoch-eval",
+        action=argparse.BooleanOptionalAction,
+        default=d.epoch_eval,
+        help="the chief measures test accuracy after every epoch (default on)",
     )
 
 
@@ -166,6 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser("plot", help="write a run's PNG plots into its folder")
     plot.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
+
+    bench = sub.add_parser(
+        "bench", help="compare the cases of a benchmark: bench.json, plots and a table"
+    )
+    bench.add_argument("--dir", required=True, type=Path, help="the runs/bench-<id> folder")
+    bench.add_argument(
+        "--target",
+        type=float,
+        default=DEFAULT_TARGET,
+        help="test accuracy of 'time to accuracy' (default %(default)s)",
+    )
 
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
@@ -269,6 +314,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         for path in plot_run(args.run_dir):
             print(path)
+        return 0
+    if args.command == "bench":
+        from training.bench import report, table
+
+        out = report(args.dir, args.target)
+        print(table(out))
+        print(f"Report: {args.dir / 'bench.json'}; plots: {', '.join(out['plots']) or 'none'}")
         return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line

@@ -1,0 +1,114 @@
+"""The benchmark report: case folders in, comparisons, bench.json, plots and a table out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from training import bench
+from training.cli import main
+
+
+def _case(
+    root: Path,
+    name: str,
+    rate: float,
+    accuracies: list[float],
+    model: str = "mnist_wide_mlp",
+    batch: int = 64,
+    workers: int = 1,
+    strategy: str = "multi_worker_mirrored",
+) -> None:
+    run = root / name
+    run.mkdir(parents=True)
+    global_batch = batch * workers
+    (run / "metrics.json").write_text(
+        json.dumps(
+            {
+                "model": model,
+                "strategy": strategy,
+                "steady_examples_per_second": rate,
+                "global_batch_size": global_batch,
+                "batch_size_per_worker": batch,
+                "test_accuracy": accuracies[-1],
+                "train_seconds": 10.0 * len(accuracies),
+            }
+        )
+    )
+    events = [
+        {"event": "epoch", "epoch": i + 1, "seconds": 10.0, "test_accuracy": a}
+        for i, a in enumerate(accuracies)
+    ]
+    (run / "progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
+def test_time_to_accuracy_sums_the_epochs_until_the_target() -> None:
+    epochs = [
+        {"epoch": 1, "seconds": 3.0, "test_accuracy": 0.90},
+        {"epoch": 2, "seconds": 2.0, "test_accuracy": 0.96},
+        {"epoch": 3, "seconds": 2.0, "test_accuracy": 0.97},
+    ]
+    assert bench.time_to_accuracy(epochs, 0.95) == (5.0, 2)
+    assert bench.time_to_accuracy(epochs, 0.99) is None
+    assert bench.time_to_accuracy([{"epoch": 1, "seconds": 1.0}], 0.5) is None
+
+
+def test_ring_bound_is_the_bytes_each_node_must_send_over_its_link() -> None:
+    # Two nodes send the whole gradient once: 2.68 MB at 100 Mb/s.
+    assert bench.ring_lower_bound(2_678_824, 2, 100) == pytest.approx(0.2143, abs=1e-4)
+    # Four nodes send 1.5 times the gradient.
+    assert bench.ring_lower_bound(1_000_000, 4, 1000) == pytest.approx(0.012)
+    with pytest.raises(ValueError, match="2 or more nodes"):
+        bench.ring_lower_bound(1, 1, 100)
+
+
+def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 669_706)
+    _case(tmp_path, "mnist_wide_mlp-1node-mwms-1000mbit", 1000.0, [0.93, 0.95, 0.96])
+    # 2 nodes at 100 Mb/s: 128 examples a step in 0.3 s instead of 64 in 0.064 s.
+    _case(tmp_path, "mnist_wide_mlp-2node-mwms-100mbit", 128 / 0.3, [0.9, 0.94], workers=2)
+    _case(tmp_path, "mnist_wide_mlp-2node-mwms-1000mbit", 1800.0, [0.92, 0.95], workers=2)
+    _case(
+        tmp_path,
+        "mnist_wide_mlp-2node-ps-1000mbit",
+        900.0,
+        [0.91, 0.94],
+        workers=2,
+        strategy="parameter_server",
+    )
+    _case(tmp_path, "mnist_wide_mlp-local-2workers", 800.0, [0.95], workers=2)
+    _case(tmp_path, "mnist_wide_mlp-local-1worker", 1000.0, [0.95], batch=128)
+    (tmp_path / "not-a-case").mkdir()
+    out = bench.report(tmp_path, target=0.95)
+
+    assert len(out["cases"]) == 6
+    by_link = {r["link_mbit"]: r for r in out["scaling"]}
+    assert by_link[1000]["speedup"] == pytest.approx(1.8)
+    assert by_link[1000]["efficiency"] == pytest.approx(0.9)
+    assert by_link[1000]["seconds_to_target"] == 20.0
+    assert by_link[1000]["one_node_seconds_to_target"] == 20.0
+    slow = by_link[100]
+    assert slow["all_reduce_seconds_per_step"] == pytest.approx(0.3 - 0.064)
+    assert slow["ring_bound_seconds"] == pytest.approx(0.2143, abs=1e-4)
+    assert slow["all_reduce_over_bound"] == pytest.approx(1.10)
+    assert slow["seconds_to_target"] is None
+    assert out["strategies"][0]["ratio"] == pytest.approx(0.5)
+    assert out["local"][0]["ratio"] == pytest.approx(0.8)
+    assert json.loads((tmp_path / "bench.json").read_text()) == out
+    assert {p for p in out["plots"]} == {"speedup.png", "efficiency.png"}
+    assert all((tmp_path / p).stat().st_size > 0 for p in out["plots"])
+
+    text = bench.table(out)
+    assert "efficiency 0.90" in text
+    assert "(1.10x)" in text
+    assert "not reached" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_an_empty_benchmark_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--dir", str(tmp_path)]) == 2
+    assert "holds no finished case" in capsys.readouterr().err
+    assert main(["bench", "--dir", str(tmp_path / "missing")]) == 2
+    assert "run make bench first" in capsys.readouterr().err

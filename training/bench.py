@@ -1,0 +1,402 @@
+"""The benchmark's report: the cases of ``runs/bench-<id>/`` compared, as JSON, plots and a table.
+
+``make bench`` runs every case through ``train.yml`` (molecule/bench: nodes of
+one CPU core each, links shaped to 1 Gb/s and 100 Mb/s; and the local
+inventory), each into ``runs/bench-<id>/<case>/``. A case's folder name says
+what it measures::
+
+    <model>-<nodes>node-<mwms|ps>-<link>mbit     nodes of molecule/bench
+    <model>-local-<tasks>workers                 the control node (local inventory)
+
+and its ``metrics.json`` and ``progress.jsonl`` hold the figures. This module
+compares them:
+
+- speed-up of 2 nodes over 1 (examples/s) and scaling efficiency
+  (speed-up / nodes);
+- time to a fixed test accuracy, from the chief's per-epoch evaluation
+  (the sum of the epoch times up to the first epoch at or above it);
+- all-reduce time per step: the step time of N nodes minus that of 1 node at
+  the same per-worker batch, against the ring all-reduce lower bound
+  2 (N - 1) / N x gradient bytes / link rate (Patarasuk and Yuan, "Bandwidth
+  optimal all-reduce algorithms for clusters of workstations", JPDC 69(2),
+  2009);
+- parameter_server against multi_worker_mirrored on the same nodes;
+- local workers against one process on the same cores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from training.progress import PROGRESS_FILE, newest_epochs, read_events
+
+BENCH_FILE = "bench.json"
+SPEEDUP_PLOT = "speedup.png"
+EFFICIENCY_PLOT = "efficiency.png"
+#: Default target of "time to accuracy": what mnist_cnn reaches in a few epochs.
+DEFAULT_TARGET = 0.95
+#: float32 gradients: 4 bytes a weight.
+BYTES_PER_WEIGHT = 4
+
+_NODE_CASE = re.compile(
+    r"^(?P<model>.+)-(?P<nodes>\d+)node-(?P<strategy>mwms|ps)-(?P<link>\d+)mbit$"
+)
+_LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
+
+
+class BenchError(RuntimeError):
+    """No benchmark folder, or no finished case in it."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One finished case of a benchmark.
+
+    Attributes:
+        name: the case's folder name.
+        model: model name.
+        where: ``nodes`` (molecule/bench) or ``local`` (the control node).
+        nodes: nodes (or local worker processes) that trained.
+        strategy: ``multi_worker_mirrored`` or ``parameter_server``.
+        link_mbit: the shaped link rate in Mb/s; 0 for local cases.
+        examples_per_second: the cluster's steady rate (epochs after the first).
+        step_seconds: seconds per synchronous step (global batch / rate).
+        batch_per_worker: examples per worker per step.
+        weights: the model's trainable weights (0 when unknown).
+        test_accuracy: after the last epoch.
+        seconds_to_target: training seconds until the per-epoch test accuracy
+            first reached the target; None if it never did.
+        epochs_to_target: that epoch; None if never.
+        train_seconds: training time of all epochs.
+    """
+
+    name: str
+    model: str
+    where: str
+    nodes: int
+    strategy: str
+    link_mbit: int
+    examples_per_second: float
+    step_seconds: float
+    batch_per_worker: int
+    weights: int
+    test_accuracy: float
+    seconds_to_target: float | None
+    epochs_to_target: int | None
+    train_seconds: float
+
+
+def time_to_accuracy(epochs: list[dict[str, Any]], target: float) -> tuple[float, int] | None:
+    """Training seconds and epoch at which ``test_accuracy`` first reached ``target``.
+
+    Args:
+        epochs: ``epoch`` events in order, each with ``seconds`` and, when the
+            chief evaluated, ``test_accuracy``.
+        target: accuracy in [0, 1].
+
+    Returns:
+        (sum of epoch seconds up to and including that epoch, the epoch), or
+        None if no epoch reached it.
+    """
+    total = 0.0
+    for event in epochs:
+        total += float(event["seconds"])
+        if float(event.get("test_accuracy", -1.0)) >= target:
+            return round(total, 3), int(event["epoch"])
+    return None
+
+
+def ring_lower_bound(gradient_bytes: int, nodes: int, link_mbit: float) -> float:
+    """Least seconds a ring all-reduce of ``gradient_bytes`` takes on ``nodes`` nodes.
+
+    Each node sends 2 (N - 1) / N of the bytes over its link (reduce-scatter
+    then all-gather; Patarasuk and Yuan, JPDC 2009), at ``link_mbit`` Mb/s.
+
+    Raises:
+        ValueError: nodes below 2 or a link rate that is not positive.
+    """
+    if nodes < 2 or not link_mbit > 0:
+        raise ValueError(
+            f"a ring needs 2 or more nodes and a positive rate, not {nodes}, {link_mbit}"
+        )
+    return 2 * (nodes - 1) / nodes * gradient_bytes / (link_mbit * 1e6 / 8)
+
+
+def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | None:
+    """The figures of one case folder; None if its name is not a case or it did not finish."""
+    node = _NODE_CASE.match(case_dir.name)
+    local = _LOCAL_CASE.match(case_dir.name)
+    metrics_file = case_dir / "metrics.json"
+    if not (node or local) or not metrics_file.is_file():
+        return None
+    m = json.loads(metrics_file.read_text(encoding="utf-8"))
+    epochs = newest_epochs(read_events(case_dir / PROGRESS_FILE))
+    reached = time_to_accuracy(epochs, target)
+    rate = float(m["steady_examples_per_second"])
+    if node:
+        where, nodes, link = "nodes", int(node["nodes"]), int(node["link"])
+    else:
+        assert local is not None
+        where, nodes, link = "local", int(local["tasks"]), 0
+    return Case(
+        name=case_dir.name,
+        model=m["model"],
+        where=where,
+        nodes=nodes,
+        strategy=m["strategy"],
+        link_mbit=link,
+        examples_per_second=rate,
+        step_seconds=round(m["global_batch_size"] / rate, 5) if rate else math.nan,
+        batch_per_worker=int(m["batch_size_per_worker"]),
+        weights=weights.get(m["model"], 0),
+        test_accuracy=round(float(m["test_accuracy"]), 4),
+        seconds_to_target=reached[0] if reached else None,
+        epochs_to_target=reached[1] if reached else None,
+        train_seconds=float(m["train_seconds"]),
+    )
+
+
+def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
+    """The benchmark's comparisons between cases.
+
+    Returns:
+        ``scaling``: per model, link and node count above 1 (multi_worker_mirrored):
+        speed-up, efficiency, time to target against 1 node, and the all-reduce
+        time per step with its ring lower bound and their ratio.
+        ``strategies``: parameter_server against multi_worker_mirrored per model,
+        nodes and link. ``local``: local workers against one local process.
+    """
+    single = {c.model: c for c in cases if c.where == "nodes" and c.nodes == 1}
+    scaling = []
+    for c in cases:
+        base = single.get(c.model)
+        if c.where != "nodes" or c.nodes < 2 or c.strategy != "multi_worker_mirrored" or not base:
+            continue
+        speedup = c.examples_per_second / base.examples_per_second
+        row: dict[str, Any] = {
+            "model": c.model,
+            "link_mbit": c.link_mbit,
+            "nodes": c.nodes,
+            "examples_per_second": c.examples_per_second,
+            "one_node_examples_per_second": base.examples_per_second,
+            "speedup": round(speedup, 3),
+            "efficiency": round(speedup / c.nodes, 3),
+            "seconds_to_target": c.seconds_to_target,
+            "one_node_seconds_to_target": base.seconds_to_target,
+        }
+        if c.weights and c.batch_per_worker == base.batch_per_worker:
+            measured = c.step_seconds - base.step_seconds
+            bound = ring_lower_bound(c.weights * BYTES_PER_WEIGHT, c.nodes, c.link_mbit)
+            row.update(
+                gradient_bytes=c.weights * BYTES_PER_WEIGHT,
+                all_reduce_seconds_per_step=round(measured, 4),
+                ring_bound_seconds=round(bound, 4),
+                all_reduce_over_bound=round(measured / bound, 2),
+            )
+        scaling.append(row)
+    mirrored = {
+        (c.model, c.nodes, c.link_mbit): c
+        for c in cases
+        if c.where == "nodes" and c.strategy == "multi_worker_mirrored"
+    }
+    strategies = []
+    for c in cases:
+        other = mirrored.get((c.model, c.nodes, c.link_mbit))
+        if c.strategy != "parameter_server" or other is None:
+            continue
+        strategies.append(
+            {
+                "model": c.model,
+                "nodes": c.nodes,
+                "link_mbit": c.link_mbit,
+                "parameter_server_examples_per_second": c.examples_per_second,
+                "multi_worker_mirrored_examples_per_second": other.examples_per_second,
+                "ratio": round(c.examples_per_second / other.examples_per_second, 3),
+                "parameter_server_test_accuracy": c.test_accuracy,
+                "multi_worker_mirrored_test_accuracy": other.test_accuracy,
+                "parameter_server_seconds_to_target": c.seconds_to_target,
+                "multi_worker_mirrored_seconds_to_target": other.seconds_to_target,
+            }
+        )
+    one_process = {c.model: c for c in cases if c.where == "local" and c.nodes == 1}
+    local = []
+    for c in cases:
+        base = one_process.get(c.model)
+        if c.where != "local" or c.nodes < 2 or base is None:
+            continue
+        local.append(
+            {
+                "model": c.model,
+                "workers": c.nodes,
+                "examples_per_second": c.examples_per_second,
+                "one_process_examples_per_second": base.examples_per_second,
+                "ratio": round(c.examples_per_second / base.examples_per_second, 3),
+            }
+        )
+    return {"scaling": scaling, "strategies": strategies, "local": local}
+
+
+def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
+    """Read every case of ``bench_dir``, write ``bench.json`` and the plots there.
+
+    Returns:
+        The report written to ``bench.json``: ``cases`` (one dict per
+        :class:`Case`), the comparisons of :func:`compare`, ``target`` and
+        ``plots`` (file names).
+
+    Raises:
+        BenchError: no such folder, or no finished case in it.
+    """
+    if not bench_dir.is_dir():
+        raise BenchError(f"{bench_dir} is not a folder; run make bench first")
+    from training import models
+
+    names = {m["model"] for d in bench_dir.iterdir() for m in [_case_match(d.name)] if m}
+    weights = {name: _weights(name) for name in names & set(models.available())}
+    cases = [
+        case
+        for d in sorted(bench_dir.iterdir())
+        if d.is_dir() and not d.is_symlink()
+        for case in [read_case(d, target, weights)]
+        if case is not None
+    ]
+    if not cases:
+        raise BenchError(
+            f"{bench_dir} holds no finished case (<model>-<n>node-<mwms|ps>-<link>mbit or "
+            "<model>-local-<n>workers with a metrics.json)"
+        )
+    out: dict[str, Any] = {"target_accuracy": target, "cases": [asdict(c) for c in cases]}
+    out.update(compare(cases))
+    out["plots"] = [p.name for p in _plot(bench_dir, out)]
+    tmp = bench_dir / f".{BENCH_FILE}.tmp"
+    tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(bench_dir / BENCH_FILE)
+    return out
+
+
+def _case_match(name: str) -> re.Match[str] | None:
+    return _NODE_CASE.match(name) or _LOCAL_CASE.match(name)
+
+
+def _weights(name: str) -> int:
+    """Trainable weights of model ``name`` (builds it: imports TensorFlow)."""
+    import os
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    from training import models
+
+    model = models.build(name, models.learning_rate(name))
+    return int(sum(int(w.shape.num_elements()) for w in model.trainable_weights))
+
+
+def table(out: dict[str, Any]) -> str:
+    """The report as plain-text tables, 100 columns at most."""
+    target = out["target_accuracy"]
+    lines = [
+        f"{'case':<38} {'ex/s':>7} {'ms/step':>8} {'test acc':>8} {f'to {target:.2f}':>12}",
+    ]
+    for c in out["cases"]:
+        reached = (
+            f"{c['seconds_to_target']:.1f} s (ep {c['epochs_to_target']})"
+            if c["seconds_to_target"] is not None
+            else "not reached"
+        )
+        lines.append(
+            f"{c['name']:<38} {c['examples_per_second']:>7.1f} {1000 * c['step_seconds']:>8.1f} "
+            f"{c['test_accuracy']:>8.4f} {reached:>12}"
+        )
+    if out["scaling"]:
+        lines += ["", "Scaling (multi_worker_mirrored against 1 node, same per-worker batch):"]
+        for r in out["scaling"]:
+            lines.append(
+                f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: speed-up "
+                f"{r['speedup']:.2f}, efficiency {r['efficiency']:.2f}"
+            )
+            if "all_reduce_over_bound" in r:
+                lines.append(
+                    f"    all-reduce {1000 * r['all_reduce_seconds_per_step']:.0f} ms a step; ring "
+                    f"lower bound {1000 * r['ring_bound_seconds']:.0f} ms "
+                    f"({r['all_reduce_over_bound']:.2f}x)"
+                )
+    if out["strategies"]:
+        lines += ["", "parameter_server against multi_worker_mirrored on the same nodes:"]
+    for r in out["strategies"]:
+        lines.append(
+            f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: "
+            f"{r['parameter_server_examples_per_second']:.0f} ex/s (test acc "
+            f"{r['parameter_server_test_accuracy']:.3f}) against "
+            f"{r['multi_worker_mirrored_examples_per_second']:.0f} "
+            f"({r['multi_worker_mirrored_test_accuracy']:.3f}): {r['ratio']:.2f}x"
+        )
+    if out["local"]:
+        lines += ["", "Local workers against one process on the same cores:"]
+    for r in out["local"]:
+        lines.append(
+            f"  {r['model']}: {r['workers']} workers {r['examples_per_second']:.0f} ex/s, one "
+            f"process {r['one_process_examples_per_second']:.0f} ex/s: {r['ratio']:.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def _plot(bench_dir: Path, out: dict[str, Any]) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    rows = out["scaling"]
+    if rows:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for model, link in sorted({(r["model"], r["link_mbit"]) for r in rows}):
+            pts = sorted(
+                (r["nodes"], r["speedup"])
+                for r in rows
+                if (r["model"], r["link_mbit"]) == (model, link)
+            )
+            ax.plot(
+                [1] + [p[0] for p in pts],
+                [1.0] + [p[1] for p in pts],
+                marker="o",
+                label=f"{model}, {link} Mb/s",
+            )
+        top = max(r["nodes"] for r in rows)
+        ax.plot([1, top], [1, top], linestyle="--", color="grey", label="linear")
+        ax.set(
+            xlabel="nodes (one CPU core each)",
+            ylabel="speed-up (examples/s)",
+            title="Speed-up against nodes",
+        )
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(bench_dir / SPEEDUP_PLOT, dpi=100)
+        plt.close(fig)
+        written.append(bench_dir / SPEEDUP_PLOT)
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for model in sorted({r["model"] for r in rows}):
+            pts = sorted(
+                (r["link_mbit"], r["efficiency"])
+                for r in rows
+                if r["model"] == model and r["nodes"] == 2
+            )
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=model)
+        ax.set_xscale("log")
+        ax.axhline(1.0, linestyle="--", color="grey")
+        ax.set(
+            xlabel="link rate (Mb/s)",
+            ylabel="scaling efficiency, 2 nodes",
+            ylim=(0, 1.1),
+            title="Efficiency against link rate",
+        )
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(bench_dir / EFFICIENCY_PLOT, dpi=100)
+        plt.close(fig)
+        written.append(bench_dir / EFFICIENCY_PLOT)
+    return written
