@@ -36,7 +36,7 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--dataset", "cifar10"], "dataset 'cifar10' is unknown"),
         (["--dataset", "mnist"], "stage it with `ansible-playbook site.yml -e dataset=mnist`"),
         (["--model", "resnet"], "model 'resnet' is unknown"),
-        (["--steps-per-execution", "0"], "steps_per_execution=0 must be 1 or more"),
+        (["--steps-per-execution", "-1"], "steps_per_execution=-1 must be 0 (chosen for the"),
         (["--threads", "-1"], "threads=-1 must be 0 (share the CPUs) or more"),
         (["--pack-bytes", "-5"], "pack_bytes=-5 must be 0 (TensorFlow packs) or more"),
     ],

@@ -62,3 +62,20 @@ def test_a_model_without_steps_per_execution_says_how_to_add_it(
     assert models.build("old_style", 0.1) is None
     with pytest.raises(models.UnknownModelError, match=r"takes no steps_per_execution\. Fix"):
         models.build("old_style", 0.1, steps_per_execution=8)
+    # Left to choose, such a model trains one step per call instead of failing.
+    assert models.resolve_steps_per_execution("old_style", 0, "multi_worker_mirrored") == 1
+
+
+@pytest.mark.parametrize(
+    ("requested", "strategy", "expected"),
+    [
+        (0, "multi_worker_mirrored", models.AUTO_STEPS_PER_EXECUTION),
+        (0, "parameter_server", 1),
+        (1, "multi_worker_mirrored", 1),
+        (3, "parameter_server", 3),
+    ],
+)
+def test_steps_per_execution_left_at_0_is_chosen_by_strategy(
+    requested: int, strategy: str, expected: int
+) -> None:
+    assert models.resolve_steps_per_execution("mnist_cnn", requested, strategy) == expected

@@ -44,3 +44,30 @@ def test_steady_rate_skips_the_first_epoch() -> None:
     assert steady_rate([10.0, 2.0, 2.0], 1000) == 500.0
     assert steady_rate([4.0], 1000) == 250.0
     assert steady_rate([], 1000) == 0.0
+
+
+def test_the_startup_watchdog_hears_of_the_first_step_whatever_its_number(
+    tmp_path: Path,
+) -> None:
+    """With steps_per_execution 8 tf_keras reports batch 7 first: the cluster formed then too.
+
+    Otherwise the task's startup watchdog ends a healthy run after
+    training_run_startup_timeout.
+    """
+    from training.progress import make_callback
+
+    told: list[int] = []
+    cb = make_callback(
+        ProgressWriter(tmp_path / "progress.jsonl"),
+        steps_per_epoch=31,
+        examples_per_step=128,
+        interval=0.0,
+        on_formed=lambda: told.append(1),
+    )
+    cb.on_epoch_begin(0)
+    for batch in (7, 15, 23, 30):
+        cb.on_train_batch_end(batch, {"loss": 0.5})
+    cb.on_epoch_end(0, {"loss": 0.5})
+    cb.on_epoch_begin(1)
+    cb.on_train_batch_end(7, {"loss": 0.4})
+    assert told == [1]

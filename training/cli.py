@@ -115,7 +115,8 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         "--steps-per-execution",
         type=int,
         default=d.steps_per_execution,
-        help="training steps per call of Keras' train function (default %(default)s)",
+        help="training steps per call of Keras' train function (0: 8 under "
+        "multi_worker_mirrored for a model whose build takes it, else 1)",
     )
     parser.add_argument(
         "--all-reduce",

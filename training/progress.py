@@ -182,9 +182,11 @@ def make_callback(
             self.last_step = 0
             self.epoch_seconds: list[float] = []
             self.first_epoch: int | None = None
+            self.told_formed = False
 
         def _formed(self) -> None:
-            if on_formed is not None:
+            if on_formed is not None and not self.told_formed:
+                self.told_formed = True
                 on_formed()
 
         def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -230,8 +232,9 @@ def make_callback(
 
     class BatchProgressCallback(ProgressCallback):
         def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-            if batch == 0 and self.first_epoch == self.epoch - 1:
-                self._formed()
+            # The first step this process ran (batch is the last step of each
+            # call of the train function: steps_per_execution - 1 at first).
+            self._formed()
             now = time.monotonic()
             if now - self.last_batch < interval:
                 return

@@ -77,6 +77,8 @@ class TrainConfig:
             the run's tasks on this host, at least one each.
         steps_per_execution: training steps in one call of Keras' compiled
             train function; callbacks and progress see every that-many steps.
+            0 chooses (:func:`training.models.resolve_steps_per_execution`:
+            8 under ``multi_worker_mirrored`` for a model that takes it, else 1).
         all_reduce: ``auto`` or ``ring``, the collective implementation of
             ``multi_worker_mirrored`` (:func:`training.strategy.make_strategy`).
         pack_bytes: gradient bytes per all-reduce pack; 0 lets TensorFlow pack.
@@ -100,7 +102,7 @@ class TrainConfig:
     metrics_port_offset: int = 0
     metrics_address: str = ""
     threads: int = 0
-    steps_per_execution: int = 1
+    steps_per_execution: int = 0
     all_reduce: str = "auto"
     pack_bytes: int = 0
     epoch_eval: bool = True
@@ -121,7 +123,7 @@ def check(config: TrainConfig) -> TFConfig | None:
         training.models.UnknownModelError: an unknown model.
         training.data.DatasetError: an unknown dataset, a missing or malformed
             dataset file, or one too small for a single global batch.
-        TrainError: epochs, batch size or steps_per_execution below 1, threads
+        TrainError: epochs or batch size below 1, steps_per_execution, threads
             or pack_bytes below 0, an unknown all_reduce, a learning rate that
             is not a positive finite number, a metrics port (TF_CONFIG port +
             offset) above 65535.
@@ -131,10 +133,10 @@ def check(config: TrainConfig) -> TFConfig | None:
         raise TrainError(f"epochs={config.epochs} must be 1 or more")
     if config.batch_size < 1:
         raise TrainError(f"batch_size={config.batch_size} must be 1 or more")
-    if config.steps_per_execution < 1:
+    if config.steps_per_execution < 0:
         raise TrainError(
-            f"steps_per_execution={config.steps_per_execution} must be 1 or more (1: one step "
-            "per call)"
+            f"steps_per_execution={config.steps_per_execution} must be 0 (chosen for the model "
+            "and strategy) or more (1: one step per call)"
         )
     if config.threads < 0:
         raise TrainError(f"threads={config.threads} must be 0 (share the CPUs) or more")
@@ -422,8 +424,11 @@ def _train(
     else:
         train_input = datasets.make_train_dataset(data, global_batch, config.seed)
     learning_rate = config.learning_rate or models.learning_rate(config.model)
+    spe = models.resolve_steps_per_execution(
+        config.model, config.steps_per_execution, config.strategy
+    )
     with strategy.scope():
-        model = models.build(config.model, learning_rate, config.steps_per_execution)
+        model = models.build(config.model, learning_rate, spe)
     # Per-step logs from this worker's own replica: tf_keras' default sums them
     # over the workers, with one more all-reduce per step.
     model.distribute_reduction_method = "first"
@@ -557,6 +562,7 @@ def _train(
         "examples_per_second": round(examples / train_seconds, 1),
         "wall_seconds": round(time.time() - started, 3),
         "threads": hooks.threads,
+        "steps_per_execution": spe,
         "tensorflow_version": tf.__version__,
         "chief_host": socket.gethostname(),
         "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
