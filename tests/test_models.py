@@ -79,3 +79,21 @@ def test_steps_per_execution_left_at_0_is_chosen_by_strategy(
     requested: int, strategy: str, expected: int
 ) -> None:
     assert models.resolve_steps_per_execution("mnist_cnn", requested, strategy) == expected
+
+
+def test_a_model_added_as_the_readme_says_trains_with_steps_per_execution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README: build(learning_rate, steps_per_execution=1) compiled by compile_model."""
+    (tmp_path / "my_model.py").write_text(
+        "import tf_keras\n"
+        "from training.models import compile_model\n\n"
+        "def build(learning_rate, steps_per_execution=1):\n"
+        "    model = tf_keras.Sequential([tf_keras.layers.Input((28, 28)),\n"
+        "        tf_keras.layers.Flatten(), tf_keras.layers.Dense(10)])\n"
+        "    return compile_model(model, learning_rate, steps_per_execution)\n"
+    )
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    spe = models.resolve_steps_per_execution("my_model", 0, "multi_worker_mirrored")
+    model = models.build("my_model", 0.01, spe)
+    assert int(model._steps_per_execution.numpy()) == models.AUTO_STEPS_PER_EXECUTION

@@ -22,6 +22,9 @@ import pkgutil
 from collections.abc import Callable
 from typing import Any
 
+# For a model of one's own: ``from training.models import compile_model`` (README).
+from training.models._common import compile_model as compile_model
+
 #: Adam's suggested step size (Kingma and Ba, ICLR 2015), for models that set none.
 DEFAULT_LEARNING_RATE = 0.001
 #: Steps per call of the train function when the user asks for none (0) and the
