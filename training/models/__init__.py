@@ -98,12 +98,11 @@ def resolve_steps_per_execution(name: str, requested: int, strategy: str) -> int
         with more).
 
     Raises:
-        UnknownModelError: no such model, or ``requested`` above 1 for a model
-            whose ``build`` takes only ``learning_rate``.
+        UnknownModelError: no such model (for ``requested`` 0). A ``requested`` above 1 that the
+            model cannot take is refused by :func:`build` (and, before
+            TensorFlow starts, by ``training.train.check``).
     """
     if requested >= 1:
-        if requested > 1:
-            check_steps_per_execution(name)
         return requested
     if strategy == "parameter_server" or not takes_steps_per_execution(name):
         return 1
