@@ -22,6 +22,7 @@ the whole backup is on the chief's disk, where a restarted chief reads it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import subprocess
@@ -87,6 +88,19 @@ def remove_synced_backup(backup_dir: Path) -> None:
         shutil.rmtree(backup_dir, ignore_errors=True)
 
 
+def remove_chief_backup(backup_dir: Path) -> None:
+    """Remove the chief's backup, once the run's model and metrics are on disk.
+
+    :func:`backup_callback` keeps the backup when ``fit`` returns (tf_keras
+    would delete it there): until the results are written it is the only copy
+    of the trained weights, and a task stopped or killed in between must
+    leave it.
+    """
+    shutil.rmtree(backup_dir / "chief", ignore_errors=True)
+    with contextlib.suppress(OSError):
+        backup_dir.rmdir()  # only when empty: the last task out removes it
+
+
 #: Where a parameter_server run reads and writes its backup: the chief's CPU.
 #: Without it TensorFlow runs each variable's SaveV2/RestoreV2 on the ps task
 #: that holds it, so the checkpoint would be split over the ps hosts' disks.
@@ -107,10 +121,12 @@ def backup_callback(keras: Any, backup_dir: Path, io_device: str | None = None) 
             (``experimental_io_device``), which tf_keras does not pass itself.
 
     Returns:
-        A Keras callback; put it first, it restores in ``on_train_begin``.
+        A Keras callback; put it first, it restores in ``on_train_begin``. It
+        keeps the backup when ``fit`` returns (``delete_checkpoint=False``):
+        call :func:`remove_chief_backup` once the results are saved.
     """
     if io_device is None:
-        return keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir))
+        return keras.callbacks.BackupAndRestore(backup_dir=str(backup_dir), delete_checkpoint=False)
 
     import tensorflow as tf
     from tf_keras.src.distribute.worker_training_state import WorkerTrainingState
@@ -141,4 +157,4 @@ def backup_callback(keras: Any, backup_dir: Path, io_device: str | None = None) 
             self._training_state = model._training_state
             self._training_state.restore()
 
-    return _OneDiskBackupAndRestore(backup_dir=str(backup_dir))
+    return _OneDiskBackupAndRestore(backup_dir=str(backup_dir), delete_checkpoint=False)

@@ -20,13 +20,19 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from training import data as datasets
 from training import models
-from training.backup import CHIEF_IO_DEVICE, backup_callback, remove_synced_backup
+from training.backup import (
+    CHIEF_IO_DEVICE,
+    backup_callback,
+    remove_chief_backup,
+    remove_synced_backup,
+)
 from training.cluster import TFConfig, is_loopback, parse_tf_config
 from training.exporter import Exporter
 from training.progress import (
@@ -259,6 +265,35 @@ def thread_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
 
 def _exit_on_sigterm(signum: int, _frame: Any) -> None:
     raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def stop_deferred(task_name: str) -> Iterator[None]:
+    """Hold a SIGTERM that arrives inside the block until the block is done.
+
+    Wraps what a task does after ``fit`` returns: saving the model (under
+    multi_worker_mirrored every worker takes part, so every worker holds the
+    stop) and, on the chief, the metrics. A stop landing there (stop.yml, the
+    launcher, ``systemctl stop``) waits the few seconds of saving instead of
+    throwing away the trained weights; the backup stays until the results
+    are written anyway (:func:`training.backup.remove_chief_backup`), in case
+    SIGKILL follows (systemd's TimeoutStopSec, the launcher's KILL_AFTER).
+
+    Raises:
+        SystemExit: 143 (128 + SIGTERM) after the block, if a SIGTERM came:
+            the task ends as a stopped one, its work done.
+    """
+    held: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if held:
+        log.info(
+            "%s: stopped after writing its results (the stop came as they were saved)", task_name
+        )
+        raise SystemExit(128 + held[0])
 
 
 def run(config: TrainConfig) -> dict[str, Any] | None:
@@ -495,86 +530,101 @@ def _train(
         verbose=0,
     )
     train_seconds = time.monotonic() - t0
-    first_epoch = progress.first_epoch or 0
-    losses = history.history.get("loss", [])
-    last_loss = losses[-1] if losses else float("nan")
-    if not math.isfinite(last_loss) or len(losses) < config.epochs - first_epoch:
-        raise TrainError(
-            f"training diverged: the loss became {last_loss} in epoch "
-            f"{first_epoch + len(losses)}; lower learning_rate (now {learning_rate})"
-        )
-    hooks.task_log.write("end")
-    model_path = out / MODEL_FILE
-    model.save(model_path)  # every MWMS worker saves: saving may run collectives
-    if not is_chief:
-        remove_synced_backup(real_out / BACKUP_DIR)
-    with contextlib.suppress(OSError):
-        # BackupAndRestore empties it when a run ends; the last task out removes it.
-        (real_out / BACKUP_DIR).rmdir()
-    if not is_chief:
-        return None
+    # From here the trained weights are only in memory and in the backup:
+    # a stop waits for them to be saved (every MWMS worker saves).
+    with stop_deferred(tf_config.task.name if tf_config else "local"):
+        first_epoch = progress.first_epoch or 0
+        losses = history.history.get("loss", [])
+        if not losses and int(model.optimizer.iterations.numpy()) >= config.epochs * steps:
+            # Restarted after its last epoch's backup (killed while saving): nothing
+            # left to train, the restored weights are the trained ones.
+            first_epoch = config.epochs
+        last_loss = losses[-1] if losses else float("nan")
+        if first_epoch < config.epochs and (
+            not math.isfinite(last_loss) or len(losses) < config.epochs - first_epoch
+        ):
+            raise TrainError(
+                f"training diverged: the loss became {last_loss} in epoch "
+                f"{first_epoch + len(losses)}; lower learning_rate (now {learning_rate})"
+            )
+        hooks.task_log.write("end")
+        model_path = out / MODEL_FILE
+        model.save(model_path)  # every MWMS worker saves: saving may run collectives
+        if not is_chief:
+            remove_synced_backup(real_out / BACKUP_DIR)
+            with contextlib.suppress(OSError):
+                (real_out / BACKUP_DIR).rmdir()  # the last task out removes it
+            return None
 
-    epochs_done = [
-        e for e in newest_epochs(read_events(out / PROGRESS_FILE)) if e["epoch"] <= config.epochs
-    ]
-    x_test, y_test = datasets.test_arrays(data)
-    restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
-    test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
-    examples = config.epochs * steps * global_batch
-    # Training time is the sum of the epochs, wherever they ran: a resumed run
-    # did some in earlier processes, and parameter_server's fit also spends
-    # tens of seconds starting and stopping the coordinator's workers.
-    fit_seconds = train_seconds
-    train_seconds = sum(float(e["seconds"]) for e in epochs_done) or fit_seconds
-    metrics: dict[str, Any] = {
-        "run_id": config.run_id,
-        "config": asdict(config),
-        "model": config.model,
-        "dataset": config.dataset,
-        "strategy": config.strategy if tf_config else "single_process",
-        "cluster": tf_config.cluster if tf_config else {},
-        "tasks": task_names,
-        "num_workers": workers,
-        "num_replicas_in_sync": replicas,
-        "epochs": config.epochs,
-        "learning_rate": learning_rate,
-        "batch_size_per_worker": config.batch_size,
-        "global_batch_size": global_batch,
-        "steps_per_epoch": steps,
-        "train_examples_per_epoch": len(data.x_train),
-        "test_examples": len(x_test),
-        "history": {
-            key: [float(e.get(key, math.nan)) for e in epochs_done] for key in history.history
-        },
-        "epoch_seconds": [round(float(e["seconds"]), 3) for e in epochs_done],
-        "epoch_examples_per_second": [
-            round(steps * global_batch / float(e["seconds"]), 1) for e in epochs_done
-        ],
-        "steady_examples_per_second": steady_rate(
-            [float(e["seconds"]) for e in epochs_done], steps * global_batch
-        ),
-        "restarts": hooks.restarts,
-        "resumed_from_epoch": first_epoch or None,
-        "test_loss": float(test_loss),
-        "test_accuracy": float(test_accuracy),
-        "train_seconds": round(train_seconds, 3),
-        "fit_seconds": round(fit_seconds, 3),
-        "examples_per_second": round(examples / train_seconds, 1),
-        "wall_seconds": round(time.time() - started, 3),
-        "threads": hooks.threads,
-        "steps_per_execution": spe,
-        "tensorflow_version": tf.__version__,
-        "chief_host": socket.gethostname(),
-        "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    tmp = out / f".{METRICS_FILE}.tmp"
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(out / METRICS_FILE)
-    writer.write(
-        "end",
-        test_loss=metrics["test_loss"],
-        test_accuracy=metrics["test_accuracy"],
-        train_seconds=metrics["train_seconds"],
-        examples_per_second=metrics["examples_per_second"],
-    )
-    return metrics
+        epochs_done = [
+            e
+            for e in newest_epochs(read_events(out / PROGRESS_FILE))
+            if e["epoch"] <= config.epochs
+        ]
+        # A run restarted after its last epoch trained nothing in this process:
+        # its history is in the progress events.
+        history_keys = list(history.history) or [
+            key for key in ("loss", "accuracy") if epochs_done and key in epochs_done[-1]
+        ]
+        x_test, y_test = datasets.test_arrays(data)
+        restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
+        test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
+        examples = config.epochs * steps * global_batch
+        # Training time is the sum of the epochs, wherever they ran: a resumed run
+        # did some in earlier processes, and parameter_server's fit also spends
+        # tens of seconds starting and stopping the coordinator's workers.
+        fit_seconds = train_seconds
+        train_seconds = sum(float(e["seconds"]) for e in epochs_done) or fit_seconds
+        metrics: dict[str, Any] = {
+            "run_id": config.run_id,
+            "config": asdict(config),
+            "model": config.model,
+            "dataset": config.dataset,
+            "strategy": config.strategy if tf_config else "single_process",
+            "cluster": tf_config.cluster if tf_config else {},
+            "tasks": task_names,
+            "num_workers": workers,
+            "num_replicas_in_sync": replicas,
+            "epochs": config.epochs,
+            "learning_rate": learning_rate,
+            "batch_size_per_worker": config.batch_size,
+            "global_batch_size": global_batch,
+            "steps_per_epoch": steps,
+            "train_examples_per_epoch": len(data.x_train),
+            "test_examples": len(x_test),
+            "history": {
+                key: [float(e.get(key, math.nan)) for e in epochs_done] for key in history_keys
+            },
+            "epoch_seconds": [round(float(e["seconds"]), 3) for e in epochs_done],
+            "epoch_examples_per_second": [
+                round(steps * global_batch / float(e["seconds"]), 1) for e in epochs_done
+            ],
+            "steady_examples_per_second": steady_rate(
+                [float(e["seconds"]) for e in epochs_done], steps * global_batch
+            ),
+            "restarts": hooks.restarts,
+            "resumed_from_epoch": first_epoch or None,
+            "test_loss": float(test_loss),
+            "test_accuracy": float(test_accuracy),
+            "train_seconds": round(train_seconds, 3),
+            "fit_seconds": round(fit_seconds, 3),
+            "examples_per_second": round(examples / train_seconds, 1),
+            "wall_seconds": round(time.time() - started, 3),
+            "threads": hooks.threads,
+            "steps_per_execution": spe,
+            "tensorflow_version": tf.__version__,
+            "chief_host": socket.gethostname(),
+            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        tmp = out / f".{METRICS_FILE}.tmp"
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / METRICS_FILE)
+        remove_chief_backup(real_out / BACKUP_DIR)  # the results now hold what it held
+        writer.write(
+            "end",
+            test_loss=metrics["test_loss"],
+            test_accuracy=metrics["test_accuracy"],
+            train_seconds=metrics["train_seconds"],
+            examples_per_second=metrics["examples_per_second"],
+        )
+        return metrics

@@ -1,0 +1,82 @@
+"""A stop at any moment after the last epoch keeps the trained weights (one real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from training import data
+from training.progress import PROGRESS_FILE, read_events
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("datasets")
+    data.prepare("mnist_5k", folder)
+    return folder
+
+
+def train(data_dir: Path, run: Path) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "training", "train", "--model", "mnist_mlp"]
+    argv += ["--epochs", str(EPOCHS), "--data-dir", str(data_dir), "--output-dir", str(run)]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("TF_CONFIG", None)
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+
+
+def last_epoch_ended(run: Path) -> bool:
+    events = read_events(run / PROGRESS_FILE)
+    return any(e.get("event") == "epoch" and e.get("epoch") == EPOCHS for e in events)
+
+
+@pytest.mark.parametrize(
+    ("sig", "delay"),
+    [
+        (signal.SIGTERM, 0.0),
+        (signal.SIGTERM, 0.4),
+        (signal.SIGTERM, 1.0),
+        # systemd's SIGKILL after TimeoutStopSec, the OOM killer, a power cut.
+        (signal.SIGKILL, 0.0),
+    ],
+)
+def test_a_stop_after_the_last_epoch_keeps_the_weights(
+    data_dir: Path, tmp_path: Path, sig: signal.Signals, delay: float
+) -> None:
+    run = tmp_path / "run"
+    task = train(data_dir, run)
+    deadline = time.monotonic() + 300
+    while not last_epoch_ended(run) and task.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert last_epoch_ended(run), "the run never ended its last epoch"
+    time.sleep(delay)
+    task.send_signal(sig)  # SIGTERM: what stop.yml, systemd and the launcher send
+    _, stderr = task.communicate(timeout=120)
+    assert task.returncode in (0, 128 + sig, -sig), stderr[-3000:]
+
+    results = (run / "metrics.json").exists() and (run / "model.keras").exists()
+    backup = any((run / "backup" / "chief").glob("*.index"))
+    # Either the results were written (and then the backup goes) or the backup stays.
+    assert results != backup, f"results {results}, backup {backup}: {stderr[-2000:]}"
+
+    if results:
+        return
+    # The unit's restart (or a second start by hand) finishes what is left.
+    again = train(data_dir, run)
+    _, stderr = again.communicate(timeout=300)
+    assert again.returncode == 0, stderr[-3000:]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["resumed_from_epoch"] == EPOCHS  # nothing trained twice
+    assert metrics["test_accuracy"] > 0.8
+    assert not (run / "backup").exists()
