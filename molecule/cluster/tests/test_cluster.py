@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,43 @@ def test_parameter_server_run_came_home() -> None:
         "worker-1",
         "worker-2",
     }
+
+
+def apt_cache_log() -> list[tuple[str, int, str, str]]:
+    """apt-cacher-ng's transfer log on node1: (I or O, bytes, client, path) per line.
+
+    I: fetched over the uplink (a cache miss); O: sent to a node.
+    """
+    text = node("node1").check_output("cat /var/log/apt-cacher-ng/apt-cacher.log")
+    rows = [line.split("|", 4) for line in text.splitlines() if line.count("|") >= 4]
+    return [(kind, int(size), client, path) for _, kind, size, client, path in rows]
+
+
+def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
+    rows = apt_cache_log()
+    members = {node(n).check_output("hostname -I").split()[0] for n in TASKS}
+    assert {client for kind, _, client, _ in rows if kind == "O"} == members  # all fetched via it
+    fetched = Counter(path for kind, _, _, path in rows if kind == "I" and path.endswith(".deb"))
+    assert fetched and max(fetched.values()) == 1, fetched.most_common(3)
+    uplink = sum(size for kind, size, _, _ in rows if kind == "I")
+    served = sum(size for kind, size, _, _ in rows if kind == "O")
+    debs = sum(size for kind, size, _, path in rows if kind == "O" and path.endswith(".deb"))
+    print(
+        f"apt through node1's cache: {uplink / 1e6:.1f} MB over the uplink, {served / 1e6:.1f} MB "
+        f"served to {len(members)} nodes ({debs / 1e6:.1f} MB of it packages)"
+    )
+
+
+def test_a_node_fetches_directly_while_the_apt_cache_is_down() -> None:
+    detect = "/usr/local/lib/raspi-tf-apt-proxy-detect http://deb.debian.org/debian"
+    assert node("node2").check_output(detect).strip() == "http://node1:3142"
+    node("node1").check_output("systemctl stop apt-cacher-ng")
+    try:
+        assert node("node2").check_output(detect).strip() == "DIRECT"
+    finally:
+        node("node1").check_output("systemctl start apt-cacher-ng")
+    refused = node("outsider").run("timeout 5 bash -c '</dev/tcp/node1/3142'")
+    assert refused.rc != 0, "the outsider reached node1's apt cache"
 
 
 @pytest.fixture
