@@ -590,7 +590,9 @@ def _train(
             "batch_size_per_worker": config.batch_size,
             "global_batch_size": global_batch,
             "steps_per_epoch": steps,
-            "train_examples_per_epoch": len(data.x_train),
+            "train_examples": len(data.x_train),
+            # Whole global batches of the repeated, reshuffled split.
+            "examples_per_epoch": steps * global_batch,
             "test_examples": len(x_test),
             "history": {
                 key: [float(e.get(key, math.nan)) for e in epochs_done] for key in history_keys
