@@ -39,6 +39,10 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["--steps-per-execution", "-1"], "steps_per_execution=-1 must be 0 (chosen for the"),
         (["--threads", "-1"], "threads=-1 must be 0 (share the CPUs) or more"),
         (["--pack-bytes", "-5"], "pack_bytes=-5 must be 0 (TensorFlow packs) or more"),
+        (
+            ["--strategy", "parameter_server", "--all-reduce-dtype", "float16"],
+            "parameter_server has none. Fix: all_reduce_dtype=float32",
+        ),
     ],
 )
 def test_refusals_name_the_value_and_the_fix(

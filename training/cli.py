@@ -36,7 +36,7 @@ from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
 from training.follow import FollowError
 from training.launcher import LaunchError
 from training.netcheck import NetCheckError
-from training.strategy import ALL_REDUCE_IMPLEMENTATIONS
+from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS
 from training.train import TrainConfig, TrainError
 
 USER_ERRORS = (
@@ -129,6 +129,13 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.pack_bytes,
         help="gradient bytes per all-reduce pack (0: TensorFlow packs; default %(default)s)",
+    )
+    parser.add_argument(
+        "--all-reduce-dtype",
+        default=d.all_reduce_dtype,
+        choices=list(ALL_REDUCE_DTYPES),
+        help="dtype of the gradients in the all-reduce; float16 halves the bytes "
+        "(default %(default)s)",
     )
     parser.add_argument(
         "--epoch-eval",

@@ -43,7 +43,7 @@ from training.progress import (
     plural,
     read_events,
 )
-from training.strategy import ALL_REDUCE_IMPLEMENTATIONS
+from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS, all_reduce_in
 from training.tasklog import StartupWatchdog, open_task_log
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,8 @@ class TrainConfig:
         all_reduce: ``auto`` or ``ring``, the collective implementation of
             ``multi_worker_mirrored`` (:func:`training.strategy.make_strategy`).
         pack_bytes: gradient bytes per all-reduce pack; 0 lets TensorFlow pack.
+        all_reduce_dtype: ``float32``, or ``float16`` to all-reduce the
+            gradients in half the bytes (:func:`training.strategy.all_reduce_in`).
         epoch_eval: the chief measures accuracy on the test split after every
             epoch (``test_accuracy`` in the epoch events, TensorBoard and the
             metrics; what time-to-accuracy is read from).
@@ -111,6 +113,7 @@ class TrainConfig:
     steps_per_execution: int = 0
     all_reduce: str = "auto"
     pack_bytes: int = 0
+    all_reduce_dtype: str = "float32"
     epoch_eval: bool = True
 
 
@@ -130,7 +133,8 @@ def check(config: TrainConfig) -> TFConfig | None:
         training.data.DatasetError: an unknown dataset, a missing or malformed
             dataset file, or one too small for a single global batch.
         TrainError: epochs or batch size below 1, steps_per_execution, threads
-            or pack_bytes below 0, an unknown all_reduce, a learning rate that
+            or pack_bytes below 0, an unknown all_reduce or all_reduce_dtype,
+            float16 with parameter_server, a learning rate that
             is not a positive finite number, a metrics port (TF_CONFIG port +
             offset) above 65535.
     """
@@ -152,6 +156,16 @@ def check(config: TrainConfig) -> TFConfig | None:
         raise TrainError(
             f"all_reduce={config.all_reduce} is unknown; choose one of "
             f"{', '.join(ALL_REDUCE_IMPLEMENTATIONS)}"
+        )
+    if config.all_reduce_dtype not in ALL_REDUCE_DTYPES:
+        raise TrainError(
+            f"all_reduce_dtype={config.all_reduce_dtype} is unknown; choose one of "
+            f"{', '.join(ALL_REDUCE_DTYPES)}"
+        )
+    if config.all_reduce_dtype != "float32" and config.strategy == "parameter_server":
+        raise TrainError(
+            f"all_reduce_dtype={config.all_reduce_dtype} applies to multi_worker_mirrored's "
+            "all-reduce; parameter_server has none. Fix: all_reduce_dtype=float32"
         )
     if not (math.isfinite(config.startup_timeout) and config.startup_timeout >= 0):
         raise TrainError(f"startup_timeout={config.startup_timeout} must be 0 or more seconds")
@@ -464,6 +478,8 @@ def _train(
     )
     with strategy.scope():
         model = models.build(config.model, learning_rate, spe)
+        if replicas > 1:
+            all_reduce_in(model.optimizer, config.all_reduce_dtype)
     # Per-step logs from this worker's own replica: tf_keras' default sums them
     # over the workers, with one more all-reduce per step.
     model.distribute_reduction_method = "first"
