@@ -170,8 +170,10 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
     status = run_playbook("status.yml", "-e", f"training_run_runs_dir={tmp_path}")
     assert status.returncode == 0, status.stdout[-3000:]
     for task in ("worker-0", "worker-1"):
-        assert re.search(rf"{task} +running +epoch +[1-9]", status.stdout), status.stdout[-3000:]
-    assert "cpu" in status.stdout and "MB" in status.stdout
+        assert re.search(rf"{task} +running +[1-9] +\d\.\d{{4}} +\d+% +\d+ ", status.stdout), (
+            status.stdout[-3000:]
+        )
+    assert re.search(r"task +state +epoch +loss +cpu +mem MB +restarts +host", status.stdout)
     stop = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
     assert stop.returncode == 0, stop.stdout[-3000:]
     output, _ = play.communicate(timeout=300)

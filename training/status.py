@@ -132,22 +132,30 @@ def task_status(
         **usage(pid if state in ("running", "starting") else None, sample_seconds),
     }
     result["line"] = describe(result)
+    result["header"] = HEADER
     return result
 
 
-def describe(status: dict[str, Any]) -> str:
-    """One table line of :func:`task_status`'s result, e.g.
+#: The column heads of :func:`describe`'s lines; a line fits 74 characters
+#: (Ansible's YAML output folds longer ones) for host names up to 13.
+HEADER = (
+    f"{'task':<10} {'state':<10} {'epoch':>5}  {'loss':>6}  {'cpu':>4}  {'mem MB':>6}  "
+    f"{'restarts':>8}  host"
+)
 
-    ``worker-1   running    epoch   3  loss 0.3124  restarts 1  cpu  96%  mem   512 MB  on node2``.
+
+def describe(status: dict[str, Any]) -> str:
+    """One table line of :func:`task_status`'s result, under :data:`HEADER`, e.g.
+
+    ``worker-1   running        3  0.3124   96%     512         1  node2``.
     """
 
     def fmt(value: Any, spec: str) -> str:
         return format(value, spec) if isinstance(value, (int, float)) else "-"
 
+    cpu = fmt(status["cpu_percent"], ".0f")
     return (
-        f"{status['task']:<10} {status['state']:<10} epoch {fmt(status['epoch'], 'd'):>3}  "
-        f"loss {fmt(status['loss'], '.4f'):>6}  restarts {status['restarts']}  "
-        f"cpu {fmt(status['cpu_percent'], '.0f'):>3}%  "
-        f"mem {fmt(status['memory_mb'], '.0f'):>5} MB  "
-        f"on {status['host']}"
+        f"{status['task']:<10} {status['state']:<10} {fmt(status['epoch'], 'd'):>5}  "
+        f"{fmt(status['loss'], '.4f'):>6}  {cpu + ('%' if cpu != '-' else ''):>4}  "
+        f"{fmt(status['memory_mb'], '.0f'):>6}  {status['restarts']:>8}  {status['host']}"
     )
