@@ -507,20 +507,22 @@ def _train(
         on_formed=hooks.on_formed,
         evaluate=_evaluator(model, data, keras) if is_chief and config.epoch_eval else None,
     )
+    # The progress callback writes an epoch's event before the backup of that
+    # epoch is made: every epoch a backup covers is in progress.jsonl (a task
+    # dying between the two repeats the epoch, and the newer event wins).
+    # BackupAndRestore restores in on_train_begin, before the first epoch,
+    # wherever it is in the list. Under multi_worker_mirrored every task names
+    # the same folder; tf_keras writes the chief's copy to <backup>/chief, the
+    # others to temporary subfolders, and every task restores from
+    # <backup>/chief (on nodes, a worker's unit copies the chief's folder over
+    # before it starts: training.backup). Under parameter_server only the
+    # chief runs fit; its backup must stay on its own disk, not on the ps
+    # hosts that hold the variables.
     callbacks = [
         progress,
+        backup_callback(keras, real_out / BACKUP_DIR, CHIEF_IO_DEVICE if ps else None),
         keras.callbacks.TensorBoard(log_dir=str(out / TENSORBOARD_DIR), update_freq="epoch"),
     ]
-    # Restores the newest backup in on_train_begin, so it goes first. Under
-    # multi_worker_mirrored every task names the same folder; tf_keras writes
-    # the chief's copy to <backup>/chief, the others to temporary subfolders,
-    # and every task restores from <backup>/chief (on nodes, a worker's unit
-    # copies the chief's folder over before it starts: training.backup).
-    # Under parameter_server only the chief runs fit; its backup must stay on
-    # its own disk, not on the ps hosts that hold the variables.
-    callbacks.insert(
-        0, backup_callback(keras, real_out / BACKUP_DIR, CHIEF_IO_DEVICE if ps else None)
-    )
     if not ps:
         # Batch-level, so not under ParameterServerStrategy (tf_keras refuses those
         # there); a diverged parameter_server run is caught from its history below.
