@@ -20,6 +20,7 @@ def _case(
     batch: int = 64,
     workers: int = 1,
     strategy: str = "multi_worker_mirrored",
+    dtype: str = "float32",
 ) -> None:
     run = root / name
     run.mkdir(parents=True)
@@ -34,6 +35,7 @@ def _case(
                 "batch_size_per_worker": batch,
                 "test_accuracy": accuracies[-1],
                 "train_seconds": 10.0 * len(accuracies),
+                "config": {"all_reduce_dtype": dtype},
             }
         )
     )
@@ -78,12 +80,21 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         workers=2,
         strategy="parameter_server",
     )
+    # float16 at 100 Mb/s: the all-reduce of half the bytes, 0.15 s instead of 0.236 s.
+    _case(
+        tmp_path,
+        "mnist_wide_mlp-2node-mwms-100mbit-fp16",
+        128 / 0.214,
+        [0.9, 0.95],
+        workers=2,
+        dtype="float16",
+    )
     _case(tmp_path, "mnist_wide_mlp-local-2workers", 800.0, [0.95], workers=2)
     _case(tmp_path, "mnist_wide_mlp-local-1worker", 1000.0, [0.95], batch=128)
     (tmp_path / "not-a-case").mkdir()
     out = bench.report(tmp_path, target=0.95)
 
-    assert len(out["cases"]) == 6
+    assert len(out["cases"]) == 7
     by_link = {r["link_mbit"]: r for r in out["scaling"]}
     assert by_link[1000]["speedup"] == pytest.approx(1.8)
     assert by_link[1000]["efficiency"] == pytest.approx(0.9)
@@ -96,6 +107,13 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert slow["seconds_to_target"] is None
     assert out["strategies"][0]["ratio"] == pytest.approx(0.5)
     assert out["local"][0]["ratio"] == pytest.approx(0.8)
+    assert len(out["scaling"]) == 2  # the float16 case is not a scaling point
+    (half,) = out["float16"]
+    assert half["ratio"] == pytest.approx(0.3 / 0.214, abs=1e-3)
+    assert half["float16_test_accuracy"] == 0.95 and half["float32_test_accuracy"] == 0.94
+    assert half["gradient_bytes"] == 669_706 * 2
+    assert half["all_reduce_seconds_per_step"] == pytest.approx(0.214 - 0.064)
+    assert half["all_reduce_over_bound"] == pytest.approx(0.15 / 0.10715, abs=0.01)
     assert json.loads((tmp_path / "bench.json").read_text()) == out
     assert {p for p in out["plots"]} == {"speedup.png", "efficiency.png"}
     assert all((tmp_path / p).stat().st_size > 0 for p in out["plots"])
@@ -103,6 +121,7 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     text = bench.table(out)
     assert "efficiency 0.90" in text
     assert "(1.10x)" in text
+    assert "float16 all-reduce against float32" in text and "1.40x" in text
     assert "not reached" in text
     assert max(len(line) for line in text.splitlines()) <= 100
 

@@ -40,11 +40,11 @@ SPEEDUP_PLOT = "speedup.png"
 EFFICIENCY_PLOT = "efficiency.png"
 #: Default target of "time to accuracy": what mnist_cnn reaches in a few epochs.
 DEFAULT_TARGET = 0.95
-#: float32 gradients: 4 bytes a weight.
-BYTES_PER_WEIGHT = 4
+#: Bytes a weight's gradient takes in the all-reduce, per all_reduce_dtype.
+BYTES_PER_WEIGHT = {"float32": 4, "float16": 2}
 
 _NODE_CASE = re.compile(
-    r"^(?P<model>.+)-(?P<nodes>\d+)node-(?P<strategy>mwms|ps)-(?P<link>\d+)mbit$"
+    r"^(?P<model>.+)-(?P<nodes>\d+)node-(?P<strategy>mwms|ps)-(?P<link>\d+)mbit(?:-fp16)?$"
 )
 _LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
 
@@ -73,6 +73,8 @@ class Case:
             first reached the target; None if it never did.
         epochs_to_target: that epoch; None if never.
         train_seconds: training time of all epochs.
+        all_reduce_dtype: what the gradients crossed the all-reduce in
+            (``float16`` cases end in ``-fp16``).
     """
 
     name: str
@@ -89,6 +91,7 @@ class Case:
     seconds_to_target: float | None
     epochs_to_target: int | None
     train_seconds: float
+    all_reduce_dtype: str = "float32"
 
 
 def time_to_accuracy(epochs: list[dict[str, Any]], target: float) -> tuple[float, int] | None:
@@ -158,6 +161,7 @@ def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | 
         seconds_to_target=reached[0] if reached else None,
         epochs_to_target=reached[1] if reached else None,
         train_seconds=float(m["train_seconds"]),
+        all_reduce_dtype=str(m.get("config", {}).get("all_reduce_dtype", "float32")),
     )
 
 
@@ -170,6 +174,8 @@ def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
         time per step with its ring lower bound and their ratio.
         ``strategies``: parameter_server against multi_worker_mirrored per model,
         nodes and link. ``local``: local workers against one local process.
+        ``float16``: float16 all-reduce against float32 per model, nodes and
+        link, with the all-reduce time against the ring bound of half the bytes.
     """
     single = {c.model: c for c in cases if c.where == "nodes" and c.nodes == 1}
     scaling = []
@@ -177,6 +183,8 @@ def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
         base = single.get(c.model)
         if c.where != "nodes" or c.nodes < 2 or c.strategy != "multi_worker_mirrored" or not base:
             continue
+        if c.all_reduce_dtype != "float32":
+            continue  # compared in float16 below
         speedup = c.examples_per_second / base.examples_per_second
         row: dict[str, Any] = {
             "model": c.model,
@@ -189,21 +197,34 @@ def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
             "seconds_to_target": c.seconds_to_target,
             "one_node_seconds_to_target": base.seconds_to_target,
         }
-        if c.weights and c.batch_per_worker == base.batch_per_worker:
-            measured = c.step_seconds - base.step_seconds
-            bound = ring_lower_bound(c.weights * BYTES_PER_WEIGHT, c.nodes, c.link_mbit)
-            row.update(
-                gradient_bytes=c.weights * BYTES_PER_WEIGHT,
-                all_reduce_seconds_per_step=round(measured, 4),
-                ring_bound_seconds=round(bound, 4),
-                all_reduce_over_bound=round(measured / bound, 2),
-            )
+        row.update(_all_reduce_figures(c, base))
         scaling.append(row)
     mirrored = {
         (c.model, c.nodes, c.link_mbit): c
         for c in cases
-        if c.where == "nodes" and c.strategy == "multi_worker_mirrored"
+        if c.where == "nodes"
+        and c.strategy == "multi_worker_mirrored"
+        and c.all_reduce_dtype == "float32"
     }
+    float16 = []
+    for c in cases:
+        other = mirrored.get((c.model, c.nodes, c.link_mbit))
+        if c.all_reduce_dtype != "float16" or other is None:
+            continue
+        row = {
+            "model": c.model,
+            "nodes": c.nodes,
+            "link_mbit": c.link_mbit,
+            "float16_examples_per_second": c.examples_per_second,
+            "float32_examples_per_second": other.examples_per_second,
+            "ratio": round(c.examples_per_second / other.examples_per_second, 3),
+            "float16_test_accuracy": c.test_accuracy,
+            "float32_test_accuracy": other.test_accuracy,
+        }
+        base = single.get(c.model)
+        if base is not None:
+            row.update(_all_reduce_figures(c, base))
+        float16.append(row)
     strategies = []
     for c in cases:
         other = mirrored.get((c.model, c.nodes, c.link_mbit))
@@ -238,7 +259,22 @@ def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
                 "ratio": round(c.examples_per_second / base.examples_per_second, 3),
             }
         )
-    return {"scaling": scaling, "strategies": strategies, "local": local}
+    return {"scaling": scaling, "strategies": strategies, "local": local, "float16": float16}
+
+
+def _all_reduce_figures(case: Case, base: Case) -> dict[str, Any]:
+    """The all-reduce's share of ``case``'s step (its step less one node's) and its ring bound."""
+    if not case.weights or case.batch_per_worker != base.batch_per_worker:
+        return {}
+    measured = case.step_seconds - base.step_seconds
+    gradient_bytes = case.weights * BYTES_PER_WEIGHT[case.all_reduce_dtype]
+    bound = ring_lower_bound(gradient_bytes, case.nodes, case.link_mbit)
+    return {
+        "gradient_bytes": gradient_bytes,
+        "all_reduce_seconds_per_step": round(measured, 4),
+        "ring_bound_seconds": round(bound, 4),
+        "all_reduce_over_bound": round(measured / bound, 2),
+    }
 
 
 def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
@@ -267,7 +303,7 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
     ]
     if not cases:
         raise BenchError(
-            f"{bench_dir} holds no finished case (<model>-<n>node-<mwms|ps>-<link>mbit or "
+            f"{bench_dir} holds no finished case (<model>-<n>node-<mwms|ps>-<link>mbit[-fp16] or "
             "<model>-local-<n>workers with a metrics.json)"
         )
     out: dict[str, Any] = {"target_accuracy": target, "cases": [asdict(c) for c in cases]}
@@ -333,6 +369,22 @@ def table(out: dict[str, Any]) -> str:
             f"{r['multi_worker_mirrored_examples_per_second']:.0f} "
             f"({r['multi_worker_mirrored_test_accuracy']:.3f}): {r['ratio']:.2f}x"
         )
+    if out.get("float16"):
+        lines += ["", "float16 all-reduce against float32 on the same nodes:"]
+    for r in out.get("float16", []):
+        lines.append(
+            f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: "
+            f"{r['float16_examples_per_second']:.0f} ex/s "
+            f"(test acc {r['float16_test_accuracy']:.3f}) against "
+            f"{r['float32_examples_per_second']:.0f} ({r['float32_test_accuracy']:.3f}): "
+            f"{r['ratio']:.2f}x"
+        )
+        if "all_reduce_over_bound" in r:
+            lines.append(
+                f"    all-reduce {1000 * r['all_reduce_seconds_per_step']:.0f} ms a step; ring "
+                f"lower bound of {r['gradient_bytes'] / 1e6:.2f} MB "
+                f"{1000 * r['ring_bound_seconds']:.0f} ms ({r['all_reduce_over_bound']:.2f}x)"
+            )
     if out["local"]:
         lines += ["", "Local workers against one process on the same cores:"]
     for r in out["local"]:
