@@ -57,9 +57,15 @@ def test_steps_per_execution_reaches_compile() -> None:
 def test_a_model_without_steps_per_execution_says_how_to_add_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "old_style.py").write_text("def build(learning_rate):\n    return None\n")
+    (tmp_path / "old_style.py").write_text(
+        "from training.models import compile_model\nimport tf_keras\n\n"
+        "def build(learning_rate):\n"
+        "    model = tf_keras.Sequential([tf_keras.layers.Input((28, 28)),\n"
+        "        tf_keras.layers.Flatten(), tf_keras.layers.Dense(10)])\n"
+        "    return compile_model(model, learning_rate)\n"
+    )
     monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
-    assert models.build("old_style", 0.1) is None
+    assert models.build("old_style", 0.1).optimizer is not None
     with pytest.raises(models.UnknownModelError, match=r"takes no steps_per_execution\. Fix"):
         models.build("old_style", 0.1, steps_per_execution=8)
     # Left to choose, such a model trains one step per call instead of failing.
@@ -97,3 +103,23 @@ def test_a_model_added_as_the_readme_says_trains_with_steps_per_execution(
     spe = models.resolve_steps_per_execution("my_model", 0, "multi_worker_mirrored")
     model = models.build("my_model", 0.01, spe)
     assert int(model._steps_per_execution.numpy()) == models.AUTO_STEPS_PER_EXECUTION
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("    return None\n", "build() returned NoneType, not a compiled model. Fix: end build()"),
+        ("    raise ValueError('no such layer')\n", "build() failed: ValueError: no such layer"),
+    ],
+)
+def test_a_broken_model_module_is_named_with_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
+) -> None:
+    name = f"broken_{len(body)}"  # one module per case: imports are cached
+    (tmp_path / f"{name}.py").write_text(
+        "def build(learning_rate, steps_per_execution=1):\n" + body
+    )
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    with pytest.raises(models.ModelError, match=f"training/models/{name}.py: ") as err:
+        models.build(name, 0.01)
+    assert message in str(err.value)

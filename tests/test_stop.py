@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,3 +86,49 @@ def test_a_stop_after_the_last_epoch_keeps_the_weights(
     assert metrics["resumed_from_epoch"] == EPOCHS  # nothing trained twice
     assert metrics["test_accuracy"] > 0.8
     assert not (run / "backup").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_a_stop_mid_run_ends_two_synchronous_workers_at_once(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # multi_worker_mirrored starts TensorFlow's preemption notifier, which
+    # takes SIGTERM for itself: the workers must still end on it, not go on
+    # training until the launcher's SIGKILL (or systemd's, 30 s later).
+    ports = [free_port(), free_port()]
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    tasks = []
+    for index in range(2):
+        argv = [sys.executable, "-m", "training", "train", "--model", "mnist_mlp", "--epochs"]
+        argv += ["200", "--data-dir", str(data_dir), "--output-dir", str(tmp_path / "run")]
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CONFIG": json.dumps(tf_config)}
+        tasks.append(subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and all(t.poll() is None for t in tasks):
+            if (tmp_path / "run" / "backup" / "chief" / "ckpt-1.index").exists():
+                break  # epoch 1 is done and backed up
+            time.sleep(0.1)
+        for task in tasks:
+            task.send_signal(signal.SIGTERM)
+        codes = [task.wait(timeout=60) for task in tasks]  # 200 epochs take minutes
+    finally:
+        for task in tasks:
+            if task.poll() is None:
+                task.kill()
+    # Both end as stopped, even the one whose partner went first while it was
+    # inside a collective; neither trains on to its end (0) or waits for SIGKILL.
+    assert codes == [143, 143], [t.stderr.read()[-2000:] for t in tasks if t.stderr]
+    epochs = [
+        e["epoch"]
+        for e in read_events(tmp_path / "run" / PROGRESS_FILE)
+        if e.get("event") == "epoch"
+    ]
+    assert max(epochs) < 200
+    assert list((tmp_path / "run" / "backup" / "chief").glob("ckpt-*.index"))  # kept

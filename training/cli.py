@@ -44,6 +44,7 @@ USER_ERRORS = (
     ClusterConfigError,
     datasets.DatasetError,
     models.UnknownModelError,
+    models.ModelError,
     TrainError,
     LaunchError,
     FollowError,
@@ -165,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
     _train_flags(check)
     check.add_argument("--tf-config-file", type=Path, help="read TF_CONFIG from this file")
     check.add_argument("--no-data", action="store_true", help="do not look for the dataset file")
+    check.add_argument(
+        "--build",
+        action="store_true",
+        help="also build and compile the model once with TensorFlow (seconds)",
+    )
 
     prep = sub.add_parser("prepare-data", help="write <data-dir>/<dataset>.npz")
     prep.add_argument("--dataset", required=True, choices=sorted(datasets.PREPARERS))
@@ -263,9 +269,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     from training import launcher
 
     if args.command == "train":
-        from training.train import run
+        from training.train import run, stop_requested
 
-        metrics = run(_config(args))
+        try:
+            metrics = run(_config(args))
+        except BaseException:
+            # Stopped: whatever the stop broke on the way out (a collective
+            # whose partner stopped first) is part of the stop, not a failure.
+            if stop_requested():
+                return stop_requested()
+            raise
         if metrics:
             print(
                 f"{metrics['model']} with {metrics['strategy']} on {len(metrics['tasks'])} "
@@ -286,6 +299,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             models.get(args.model)
         else:
             check(_config(args))
+        if args.build:
+            _build_once(_config(args))
         return 0
     if args.command == "prepare-data":
         path, written = datasets.prepare(args.dataset, args.data_dir, args.source)
@@ -359,3 +374,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{args.run_dir.resolve().name}: {result['state']}; no task of it is running")
         return 0 if result["done"] else 1
     raise AssertionError(args.command)
+
+
+def _build_once(config: TrainConfig) -> None:
+    """Build and compile ``config.model`` as a task would, outside any strategy."""
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    spe = models.resolve_steps_per_execution(
+        config.model, config.steps_per_execution, config.strategy
+    )
+    models.build(config.model, config.learning_rate or models.learning_rate(config.model), spe)

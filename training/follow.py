@@ -130,6 +130,8 @@ def status(run_dir: Path, unit: str | None = None) -> dict[str, Any]:
         current, reason, log_tail = _local_status(run_dir, state)
     if current in ("failed", "stopped") and (run_dir / STOP_MARKER).exists():
         current, reason, log_tail = "stopped", "stopped by stop.yml", ""
+        if (run_dir / "metrics.json").exists():  # the stop came as the results were saved
+            reason = "stopped by stop.yml after its last epoch; its model and metrics were saved"
     line = describe(events)
     restarted = restart_counts({n: t.get("restarts", 0) for n, t in state.get("tasks", {}).items()})
     if current == "running" and restarted:

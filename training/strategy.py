@@ -14,6 +14,7 @@ MultiWorkerMirroredStrategy configures the runtime and fails once it is up.
 from __future__ import annotations
 
 import logging
+import signal
 from typing import Any
 
 from training.cluster import STRATEGY_JOBS, TFConfig
@@ -44,6 +45,10 @@ def serve(tf_config: TFConfig) -> None:
         protocol=resolver.rpc_layer or "grpc",
         start=True,
     )
+    # The server's coordination service may have taken SIGTERM for its
+    # preemption notifier (see training.train.take_sigterm); join() blocks in
+    # TensorFlow, where no Python handler runs: SIGTERM ends the process.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     log.info("%s serving at %s until stopped", tf_config.task.name, tf_config.task.address)
     server.join()
 

@@ -19,9 +19,10 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -277,8 +278,77 @@ def thread_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
     return max(1, cpus // max(1, here))
 
 
+#: Seconds a stopped task's main thread gets to unwind on its own before the
+#: stop ends the process: it may be blocked inside a collective whose partner
+#: has already gone, where no Python signal handler runs.
+STOP_GRACE_SECONDS = 3.0
+
+
+@dataclass
+class _Stop:
+    """A SIGTERM this task received, and whether it is being held."""
+
+    signum: int = 0
+    holding: bool = False
+    cleanups: list[Any] = field(default_factory=list)
+    watching: bool = False
+
+
+_STOP = _Stop()
+
+
+def stop_requested() -> int:
+    """The exit status a received SIGTERM asks for (143), or 0 if none came."""
+    return 128 + _STOP.signum if _STOP.signum else 0
+
+
 def _exit_on_sigterm(signum: int, _frame: Any) -> None:
-    raise SystemExit(128 + signum)
+    _STOP.signum = signum
+    if not _STOP.holding:
+        raise SystemExit(128 + signum)
+
+
+def _watch_for_sigterm(read_fd: int) -> None:
+    while True:
+        if signal.SIGTERM not in os.read(read_fd, 64):
+            continue
+        _STOP.signum = signal.SIGTERM
+        while True:
+            time.sleep(STOP_GRACE_SECONDS)
+            if not _STOP.holding:
+                break
+        log.warning("stopped: the task did not unwind within %.0f s", STOP_GRACE_SECONDS)
+        for cleanup in _STOP.cleanups:
+            with contextlib.suppress(Exception):
+                cleanup()
+        os._exit(128 + signal.SIGTERM)
+
+
+def take_sigterm() -> None:
+    """End this task on SIGTERM, cleaning up on the way, within :data:`STOP_GRACE_SECONDS`.
+
+    The Python handler raises ``SystemExit(143)`` in the main thread. When
+    the main thread is blocked in TensorFlow (a collective waiting for a
+    worker that has already stopped), the handler cannot run: a thread woken
+    through ``signal.set_wakeup_fd`` then runs the cleanups and ends the
+    process with status 143 after the grace period.
+
+    Call it again after creating a ``multi_worker_mirrored`` strategy:
+    TensorFlow's coordination service starts a preemption notifier there
+    (tsl ``preemption_notifier.cc``, "SIGTERM caught") that takes SIGTERM for
+    itself, for ``PreemptionCheckpointHandler``, which this project does not
+    use; a stopped worker then went on training until the launcher's SIGKILL
+    10 s later (systemd's after 30 s). Main thread only.
+    """
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if not _STOP.watching:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(write_fd, False)
+        signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        threading.Thread(
+            target=_watch_for_sigterm, args=(read_fd,), name="sigterm-watch", daemon=True
+        ).start()
+        _STOP.watching = True
 
 
 @contextlib.contextmanager
@@ -294,20 +364,19 @@ def stop_deferred(task_name: str) -> Iterator[None]:
     SIGKILL follows (systemd's TimeoutStopSec, the launcher's KILL_AFTER).
 
     Raises:
-        SystemExit: 143 (128 + SIGTERM) after the block, if a SIGTERM came:
-            the task ends as a stopped one, its work done.
+        SystemExit: 143 (128 + SIGTERM) after the block, if a SIGTERM came
+            before or inside it: the task ends as a stopped one, its work done.
     """
-    held: list[int] = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, _frame: held.append(signum))
+    _STOP.holding = True
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-    if held:
+        _STOP.holding = False
+    if _STOP.signum:
         log.info(
             "%s: stopped after writing its results (the stop came as they were saved)", task_name
         )
-        raise SystemExit(128 + held[0])
+        raise SystemExit(128 + _STOP.signum)
 
 
 def run(config: TrainConfig) -> dict[str, Any] | None:
@@ -359,7 +428,7 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
 
     # A stopped task (SIGTERM from systemd or the launcher) unwinds normally,
     # so the temporary folder of a non-chief task is removed.
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    take_sigterm()
     started = time.time()
     watchdog = (
         StartupWatchdog(tf_config, config.startup_timeout, task_log.path).start()
@@ -376,6 +445,7 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
                 "use (a run still going, or another program); stop it or change the port"
             ) from None
         raise
+    take_sigterm()  # back from TensorFlow's preemption notifier, which multi_worker_mirrored starts
 
     import tf_keras as keras
 
@@ -383,6 +453,8 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     is_chief = tf_config is None or tf_config.is_chief
     real_out = Path(config.output_dir)
     out = real_out if is_chief else Path(tempfile.mkdtemp(prefix=f"raspi-tf-{task_name}-"))
+    if not is_chief:
+        _STOP.cleanups.append(lambda: shutil.rmtree(out, ignore_errors=True))
     hooks = _Hooks(task_log, restarts, exporter, watchdog.formed if watchdog else None, threads)
     try:
         return _train(
@@ -478,7 +550,7 @@ def _train(
     )
     with strategy.scope():
         model = models.build(config.model, learning_rate, spe)
-        if replicas > 1:
+        if replicas > 1 and config.all_reduce_dtype != "float32":
             all_reduce_in(model.optimizer, config.all_reduce_dtype)
     # Per-step logs from this worker's own replica: tf_keras' default sums them
     # over the workers, with one more all-reduce per step.

@@ -39,6 +39,10 @@ class UnknownModelError(LookupError):
     """The asked-for model has no module in :mod:`training.models`."""
 
 
+class ModelError(TypeError):
+    """A model module whose ``build`` does not return a compiled tf_keras model."""
+
+
 def available() -> list[str]:
     """Names of the models in this package, sorted."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
@@ -70,11 +74,28 @@ def build(name: str, learning_rate: float, steps_per_execution: int = 1) -> Any:
     Raises:
         UnknownModelError: no such model, or ``steps_per_execution`` above 1
             for a model whose ``build`` takes only ``learning_rate``.
+        ModelError: ``build`` raised, or returned something other than a
+            compiled model.
     """
-    if steps_per_execution == 1:
-        return get(name)(learning_rate)
-    check_steps_per_execution(name)
-    return get(name)(learning_rate, steps_per_execution=steps_per_execution)
+    make = get(name)
+    if steps_per_execution != 1:
+        check_steps_per_execution(name)
+    try:
+        if steps_per_execution == 1:
+            model = make(learning_rate)
+        else:
+            model = make(learning_rate, steps_per_execution=steps_per_execution)
+    except Exception as err:
+        raise ModelError(
+            f"training/models/{name}.py: build() failed: {type(err).__name__}: {err}"
+        ) from err
+    if getattr(model, "optimizer", None) is None or not callable(getattr(model, "fit", None)):
+        raise ModelError(
+            f"training/models/{name}.py: build() returned {type(model).__name__}, not a compiled "
+            "model. Fix: end build() with return compile_model(model, learning_rate, "
+            "steps_per_execution) (from training.models import compile_model)"
+        )
+    return model
 
 
 def takes_steps_per_execution(name: str) -> bool:
