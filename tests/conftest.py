@@ -27,6 +27,24 @@ def run_playbook(*args: str, timeout: float = 1800) -> subprocess.CompletedProce
     )
 
 
+def run_tensorflow_script(script: str, *args: str, timeout: float = 300) -> str:
+    """Run ``script`` in a fresh Python with tf_keras as Keras; its last stdout line.
+
+    Fails the test, with the end of stderr, when the script fails.
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

@@ -3,17 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.conftest import run_tensorflow_script
 from training.strategy import all_reduce_in
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # Two replicas in one process (two logical CPUs, MirroredStrategy): the same
 # replica-context all-reduce that multi_worker_mirrored runs between workers.
@@ -51,17 +46,7 @@ print(json.dumps({"step": [float(a) for a in v.numpy()], "dtype": v.dtype.name, 
 
 
 def run(dtype: str) -> dict:
-    result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, dtype],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(run_tensorflow_script(SCRIPT, dtype))
 
 
 def test_float16_halves_the_precision_of_the_summed_gradients_not_of_the_weights() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_tensorflow_script
 from training import backup, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
@@ -261,16 +262,7 @@ def test_a_backup_pinned_to_one_device_resumes_where_the_first_process_died(
 ) -> None:
     # The parameter_server path (backup read and written on one device), on this process's CPU.
     device = "/job:localhost/replica:0/task:0/device:CPU:0"
-    result = subprocess.run(
-        [sys.executable, "-c", RESUME_SCRIPT, str(tmp_path / "backup"), device],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"},
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == "[2, 3]"  # epochs 0 and 1 were backed up
+    last = run_tensorflow_script(RESUME_SCRIPT, str(tmp_path / "backup"), device)
+    assert last == "[2, 3]"  # epochs 0 and 1 were backed up
     # Kept when fit returns: the task removes it once the model and metrics are saved.
     assert (tmp_path / "backup" / "chief").exists()
