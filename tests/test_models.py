@@ -9,6 +9,25 @@ import pytest
 
 from training import models
 
+#: A model module as the README describes it; {params} is build()'s parameter
+#: list, {spe} what it passes on to compile_model.
+LINEAR_MODULE = (
+    "import tf_keras\n"
+    "from training.models import compile_model\n\n"
+    "def build({params}):\n"
+    "    model = tf_keras.Sequential([tf_keras.layers.Input((28, 28)),\n"
+    "        tf_keras.layers.Flatten(), tf_keras.layers.Dense(10)])\n"
+    "    return compile_model(model, learning_rate{spe})\n"
+)
+
+
+def add_model_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str
+) -> None:
+    """Drop ``<name>.py`` with ``source`` where the registry looks for models."""
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+
 
 def test_known_models() -> None:
     assert {"mnist_mlp", "mnist_cnn", "mnist_lstm", "mnist_wide_mlp"} <= set(models.available())
@@ -24,10 +43,8 @@ def test_unknown_model_lists_the_known_ones() -> None:
 
 
 def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "tiny_linear.py").write_text(
-        "def build(learning_rate):\n    return ('tiny', learning_rate)\n"
-    )
-    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    source = "def build(learning_rate):\n    return ('tiny', learning_rate)\n"
+    add_model_module(tmp_path, monkeypatch, "tiny_linear", source)
     assert "tiny_linear" in models.available()
     assert models.get("tiny_linear")(0.5) == ("tiny", 0.5)
 
@@ -57,14 +74,8 @@ def test_steps_per_execution_reaches_compile() -> None:
 def test_a_model_without_steps_per_execution_says_how_to_add_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "old_style.py").write_text(
-        "from training.models import compile_model\nimport tf_keras\n\n"
-        "def build(learning_rate):\n"
-        "    model = tf_keras.Sequential([tf_keras.layers.Input((28, 28)),\n"
-        "        tf_keras.layers.Flatten(), tf_keras.layers.Dense(10)])\n"
-        "    return compile_model(model, learning_rate)\n"
-    )
-    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    source = LINEAR_MODULE.format(params="learning_rate", spe="")
+    add_model_module(tmp_path, monkeypatch, "old_style", source)
     assert models.build("old_style", 0.1).optimizer is not None
     with pytest.raises(models.UnknownModelError, match=r"takes no steps_per_execution\. Fix"):
         models.build("old_style", 0.1, steps_per_execution=8)
@@ -91,15 +102,10 @@ def test_a_model_added_as_the_readme_says_trains_with_steps_per_execution(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """README: build(learning_rate, steps_per_execution=1) compiled by compile_model."""
-    (tmp_path / "my_model.py").write_text(
-        "import tf_keras\n"
-        "from training.models import compile_model\n\n"
-        "def build(learning_rate, steps_per_execution=1):\n"
-        "    model = tf_keras.Sequential([tf_keras.layers.Input((28, 28)),\n"
-        "        tf_keras.layers.Flatten(), tf_keras.layers.Dense(10)])\n"
-        "    return compile_model(model, learning_rate, steps_per_execution)\n"
+    source = LINEAR_MODULE.format(
+        params="learning_rate, steps_per_execution=1", spe=", steps_per_execution"
     )
-    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    add_model_module(tmp_path, monkeypatch, "my_model", source)
     spe = models.resolve_steps_per_execution("my_model", 0, "multi_worker_mirrored")
     model = models.build("my_model", 0.01, spe)
     assert int(model._steps_per_execution.numpy()) == models.AUTO_STEPS_PER_EXECUTION
@@ -116,10 +122,8 @@ def test_a_broken_model_module_is_named_with_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, message: str
 ) -> None:
     name = f"broken_{len(body)}"  # one module per case: imports are cached
-    (tmp_path / f"{name}.py").write_text(
-        "def build(learning_rate, steps_per_execution=1):\n" + body
-    )
-    monkeypatch.setattr(models, "__path__", [*models.__path__, str(tmp_path)])
+    source = "def build(learning_rate, steps_per_execution=1):\n" + body
+    add_model_module(tmp_path, monkeypatch, name, source)
     with pytest.raises(models.ModelError, match=f"training/models/{name}.py: ") as err:
         models.build(name, 0.01)
     assert message in str(err.value)
