@@ -83,9 +83,14 @@ def sync_from_chief(source: str, backup_dir: Path, timeout: float = 300.0) -> bo
 
 
 def remove_synced_backup(backup_dir: Path) -> None:
-    """Remove a worker's copy of the chief's backup once its run has succeeded."""
+    """Remove a worker's copy of the chief's backup once its run has succeeded.
+
+    On the local inventory the folder is the chief's own (no copy): it is
+    removed only once empty, by the last task out.
+    """
     if (backup_dir / SYNC_MARKER).exists():
         shutil.rmtree(backup_dir, ignore_errors=True)
+    _remove_if_empty(backup_dir)
 
 
 def remove_chief_backup(backup_dir: Path) -> None:
@@ -97,6 +102,10 @@ def remove_chief_backup(backup_dir: Path) -> None:
     leave it.
     """
     shutil.rmtree(backup_dir / "chief", ignore_errors=True)
+    _remove_if_empty(backup_dir)
+
+
+def _remove_if_empty(backup_dir: Path) -> None:
     with contextlib.suppress(OSError):
         backup_dir.rmdir()  # only when empty: the last task out removes it
 

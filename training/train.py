@@ -642,8 +642,6 @@ def _train(
         model.save(model_path)  # every MWMS worker saves: saving may run collectives
         if not is_chief:
             remove_synced_backup(real_out / BACKUP_DIR)
-            with contextlib.suppress(OSError):
-                (real_out / BACKUP_DIR).rmdir()  # the last task out removes it
             return None
 
         epochs_done = [
