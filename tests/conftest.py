@@ -1,8 +1,10 @@
-"""Shared fixtures: the repository root and a helper to run ansible-playbook."""
+"""Shared fixtures: the repository root and helpers to run ansible-playbook and TensorFlow."""
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -48,3 +50,53 @@ def run_tensorflow_script(script: str, *args: str, timeout: float = 300) -> str:
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` TCP ports of 127.0.0.1 that nothing listens on now."""
+    socks = [socket.socket() for _ in range(count)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def run_workers(script: str, *args: str, count: int = 2, timeout: float = 240) -> list[str]:
+    """Run ``script`` as ``count`` MultiWorkerMirroredStrategy workers on 127.0.0.1.
+
+    Each gets its TF_CONFIG (task ``worker``, its index) and the arguments;
+    returns each worker's last stdout line, in task order. Fails the test,
+    with the end of its output, when a worker fails.
+    """
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(count)]}
+    procs = []
+    for index in range(count):
+        tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "TF_USE_LEGACY_KERAS": "1",
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_CONFIG": json.dumps(tf_config),
+        }
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", script, *args],
+                env=env,
+                cwd=ROOT,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    try:
+        outputs = [proc.communicate(timeout=timeout) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    for proc, (_, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err[-3000:]
+    return [out.strip().splitlines()[-1] for out, _ in outputs]

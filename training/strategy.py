@@ -116,6 +116,52 @@ def all_reduce_in(optimizer: Any, dtype: str) -> None:
     optimizer.aggregate_gradients = aggregate_gradients
 
 
+def local_step_metrics(model: Any) -> None:
+    """Give ``model``'s per-step logs from this worker's replica, without an all-reduce.
+
+    tf_keras returns every metric's ``result()`` from each train step
+    (``Model.train_step`` -> ``get_metrics_result``), and under
+    ``multi_worker_mirrored`` reading a metric's state (its SyncOnRead
+    ``total`` and ``count`` variables) from a replica all-reduces it
+    (``tf_keras.utils.metrics_utils.result_wrapper``). With a loss and one
+    compiled metric that is four collectives in every step besides the
+    gradients' one, each a round trip between the workers and a point where
+    the faster worker waits for the slower. Measured with TensorFlow's
+    profiler on two one-core nodes at 1 Gb/s, ``mnist_cnn`` at 64 a worker:
+    42 ms a step with them, 33 ms without (of which 27 ms computing).
+
+    Afterwards a step's logs (what the per-step progress, the metrics
+    exporter and TerminateOnNaN see) are this replica's running means over
+    the epoch so far. The epoch's logs are unchanged: ``fit`` reads them
+    through ``get_metrics_result`` in a cross-replica context at the end of
+    every epoch, where this defers to tf_keras, so the history, the progress
+    events and TensorBoard still average over every worker (one all-reduce
+    per metric variable per epoch).
+
+    Args:
+        model: a compiled tf_keras model, built under the strategy's scope.
+    """
+    import tensorflow as tf
+
+    keras_result = model.get_metrics_result
+
+    def get_metrics_result() -> dict[str, Any]:
+        if tf.distribute.in_cross_replica_context():
+            return keras_result()
+        logs: dict[str, Any] = {}
+        for metric in model.metrics:
+            # The class's result(), not the instance's: tf_keras wraps each
+            # instance's in the sync-on-read context that all-reduces.
+            value = type(metric).result(metric)
+            if isinstance(value, dict):
+                logs.update(value)
+            else:
+                logs[metric.name] = value
+        return logs
+
+    model.get_metrics_result = get_metrics_result
+
+
 #: glibc ``mallopt`` parameters (malloc.h) and the values restore_malloc sets:
 #: blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap, and
 #: up to 256 MiB of freed heap stays mapped instead of going back to the kernel.

@@ -44,7 +44,12 @@ from training.progress import (
     plural,
     read_events,
 )
-from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS, all_reduce_in
+from training.strategy import (
+    ALL_REDUCE_DTYPES,
+    ALL_REDUCE_IMPLEMENTATIONS,
+    all_reduce_in,
+    local_step_metrics,
+)
 from training.tasklog import StartupWatchdog, open_task_log
 
 log = logging.getLogger(__name__)
@@ -552,9 +557,12 @@ def _train(
         model = models.build(config.model, learning_rate, spe)
         if replicas > 1 and config.all_reduce_dtype != "float32":
             all_reduce_in(model.optimizer, config.all_reduce_dtype)
-    # Per-step logs from this worker's own replica: tf_keras' default sums them
-    # over the workers, with one more all-reduce per step.
+    # Per-step logs from this worker's own replica, with no all-reduce: tf_keras'
+    # default sums them over the workers, and reads every metric cluster-wide
+    # in every step (local_step_metrics); epoch logs stay cluster-wide.
     model.distribute_reduction_method = "first"
+    if replicas > 1 and not ps:
+        local_step_metrics(model)
 
     out.mkdir(parents=True, exist_ok=True)
     writer = ProgressWriter(out / PROGRESS_FILE)
