@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -213,6 +214,36 @@ def test_follow_returns_when_progress_changes(tmp_path: Path) -> None:
         + "\n"
     )
     assert "training started: m with s on 2 tasks" in follow_run(run, wait=5.0)["line"]
+
+
+def test_follow_holds_news_until_least_but_not_the_end_of_the_run(tmp_path: Path) -> None:
+    # Each poll costs the chief's node a Python start: epochs a second apart
+    # must not each wake it.
+    run = tmp_path / "run"
+    run.mkdir()
+    state = run / launcher.STATE_FILE
+    state.write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    cursor = tmp_path / "cursor"
+    (run / "progress.jsonl").write_text("")
+    follow_run(run, wait=0.1, cursor_file=cursor)
+    start = {"event": "start", "epochs": 9, "steps_per_epoch": 1, "model": "m", "strategy": "s"}
+    events = [start] + [{"event": "epoch", "epoch": i, "loss": 0.5} for i in (1, 2)]
+    text = "".join(json.dumps(e) + "\n" for e in events)
+    # The epochs end 0.2 s into the poll; it returns with them at 1.5 s, not at 30.
+    writer = threading.Timer(0.2, (run / "progress.jsonl").write_text, [text])
+    started = time.monotonic()
+    writer.start()
+    lines = follow_run(run, wait=30, cursor_file=cursor, least=1.5)["line"]
+    assert 1.5 <= time.monotonic() - started < 30
+    assert [line.split(":")[0] for line in lines.split(LINE_SEPARATOR)] == [
+        "training started",
+        "epoch 1/9",
+        "epoch 2/9",
+    ]
+    state.write_text(json.dumps({"pid": os.getpid(), "state": "succeeded"}))
+    started = time.monotonic()
+    assert follow_run(run, wait=60, cursor_file=cursor, least=60)["done"]
+    assert time.monotonic() - started < 60
 
 
 def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:

@@ -190,6 +190,12 @@ def build_parser() -> argparse.ArgumentParser:
     follow.add_argument("--wait", type=float, default=20.0, help="most seconds to wait")
     follow.add_argument("--unit", help="the chief's systemd unit (nodes); none for a local run")
     follow.add_argument(
+        "--least",
+        type=float,
+        default=0.0,
+        help="least seconds to wait: progress that comes sooner is held until then",
+    )
+    follow.add_argument(
         "--cursor-file", type=Path, help="keep the count of events shown here; print each new epoch"
     )
 
@@ -314,7 +320,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "follow":
         from training.follow import follow
 
-        print(json.dumps(follow(args.run_dir, args.wait, args.unit, args.cursor_file)))
+        print(json.dumps(follow(args.run_dir, args.wait, args.unit, args.cursor_file, args.least)))
         return 0
     if args.command == "listen":
         from training.netcheck import listen
