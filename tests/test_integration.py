@@ -63,6 +63,9 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
     assert m["strategy"] == "multi_worker_mirrored"
     assert m["tasks"] == ["worker-0", "worker-1"]
     assert m["global_batch_size"] == 2 * m["batch_size_per_worker"]
+    # The global batch is twice one worker's: Adam's step size grows by sqrt(2).
+    assert m["learning_rate"] == pytest.approx(m["base_learning_rate"] * 2**0.5)
+    assert "learning rate 0.00141 (0.001 x sqrt(2), learning_rate_scaling=sqrt)" in result.stdout
     assert len(m["history"]["loss"]) == m["epochs"]
     assert m["test_accuracy"] >= 0.95, m["test_accuracy"]
     assert m["restarts"] == 0 and m["resumed_from_epoch"] is None

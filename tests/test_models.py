@@ -127,3 +127,18 @@ def test_a_broken_model_module_is_named_with_the_fix(
     with pytest.raises(models.ModelError, match=f"training/models/{name}.py: ") as err:
         models.build(name, 0.01)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("scaling", "replicas", "expected"),
+    [("sqrt", 4, 0.002), ("sqrt", 1, 0.001), ("linear", 3, 0.003), ("none", 8, 0.001)],
+)
+def test_the_step_size_grows_with_the_global_batch_by_the_chosen_rule(
+    scaling: str, replicas: int, expected: float
+) -> None:
+    assert models.scaled_learning_rate(0.001, replicas, scaling) == pytest.approx(expected)
+
+
+def test_an_unknown_scaling_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="cube is unknown; choose one of sqrt, linear, none"):
+        models.scaled_learning_rate(0.001, 2, "cube")

@@ -77,7 +77,15 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         "--learning-rate",
         type=float,
         default=d.learning_rate,
-        help="Adam step size (default: the model's LEARNING_RATE, else 0.001)",
+        help="Adam step size for one worker's batch (default: the model's LEARNING_RATE, "
+        "else 0.001)",
+    )
+    parser.add_argument(
+        "--learning-rate-scaling",
+        choices=models.LEARNING_RATE_SCALINGS,
+        default=d.learning_rate_scaling,
+        help="how multi_worker_mirrored grows the step size with its replicas "
+        "(default %(default)s: x sqrt(replicas))",
     )
     parser.add_argument("--output-dir", default=d.output_dir, help="run folder (chief writes here)")
     parser.add_argument("--seed", type=int, default=d.seed, help="shuffle and init seed")

@@ -73,7 +73,11 @@ class TrainConfig:
         strategy: ``multi_worker_mirrored`` or ``parameter_server``.
         epochs: passes over the training set.
         batch_size: examples per worker per step (the per-worker batch).
-        learning_rate: Adam step size; None takes the model's ``LEARNING_RATE``.
+        learning_rate: Adam step size for one worker's batch; None takes the
+            model's ``LEARNING_RATE``.
+        learning_rate_scaling: how ``multi_worker_mirrored`` grows the step
+            size with its replicas (:func:`training.models.scaled_learning_rate`);
+            ``parameter_server`` and a single process keep ``learning_rate``.
         output_dir: the run folder; only the chief writes into it.
         seed: shuffle and weight-initialisation seed, the same on all tasks.
         progress_interval: least seconds between two progress lines.
@@ -108,6 +112,7 @@ class TrainConfig:
     epochs: int = 8
     batch_size: int = 64
     learning_rate: float | None = None
+    learning_rate_scaling: str = "sqrt"
     output_dir: str = "runs/manual"
     seed: int = 42
     progress_interval: float = 10.0
@@ -184,6 +189,11 @@ def check(config: TrainConfig) -> TFConfig | None:
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise TrainError(f"learning_rate={lr} must be a positive number, such as 0.001")
+    if config.learning_rate_scaling not in models.LEARNING_RATE_SCALINGS:
+        raise TrainError(
+            f"learning_rate_scaling={config.learning_rate_scaling} is unknown; choose one of "
+            f"{', '.join(models.LEARNING_RATE_SCALINGS)}"
+        )
     models.get(config.model)
     if config.steps_per_execution > 1:
         models.check_steps_per_execution(config.model)
@@ -549,7 +559,12 @@ def _train(
         )
     else:
         train_input = datasets.make_train_dataset(data, global_batch, config.seed)
-    learning_rate = config.learning_rate or models.learning_rate(config.model)
+    base_learning_rate = config.learning_rate or models.learning_rate(config.model)
+    learning_rate = (
+        base_learning_rate
+        if ps
+        else models.scaled_learning_rate(base_learning_rate, replicas, config.learning_rate_scaling)
+    )
     spe = models.resolve_steps_per_execution(
         config.model, config.steps_per_execution, config.strategy
     )
@@ -643,7 +658,13 @@ def _train(
         ):
             raise TrainError(
                 f"training diverged: the loss became {last_loss} in epoch "
-                f"{first_epoch + len(losses)}; lower learning_rate (now {learning_rate})"
+                f"{first_epoch + len(losses)}; lower learning_rate (now {base_learning_rate}"
+                + (
+                    f", {learning_rate:.3g} after learning_rate_scaling="
+                    f"{config.learning_rate_scaling} over {replicas} replicas)"
+                    if learning_rate != base_learning_rate
+                    else ")"
+                )
             )
         hooks.task_log.write("end")
         model_path = out / MODEL_FILE
@@ -683,6 +704,7 @@ def _train(
             "num_replicas_in_sync": replicas,
             "epochs": config.epochs,
             "learning_rate": learning_rate,
+            "base_learning_rate": base_learning_rate,
             "batch_size_per_worker": config.batch_size,
             "global_batch_size": global_batch,
             "steps_per_epoch": steps,
