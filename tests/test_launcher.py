@@ -246,6 +246,25 @@ def test_follow_holds_news_until_least_but_not_the_end_of_the_run(tmp_path: Path
     assert time.monotonic() - started < 60
 
 
+def test_many_epochs_in_one_poll_share_a_line_but_the_newest(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    start = {"event": "start", "epochs": 9, "steps_per_epoch": 1, "model": "m", "strategy": "s"}
+    epochs = [
+        {"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5 + i / 20}
+        for i in range(1, 7)
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in [start, *epochs])
+    (run / "progress.jsonl").write_text(text)
+    line = follow_run(run, wait=0.1, cursor_file=tmp_path / "cursor")["line"]
+    assert line.split(LINE_SEPARATOR) == [
+        "training started: m with s on 0 tasks, 9 epochs of 1 steps",
+        "epochs 1-5/9: loss 1.0000 -> 0.2000, accuracy 0.5500 -> 0.7500",
+        "epoch 6/9: loss 0.1667, accuracy 0.8000, n/a examples/s",
+    ]
+
+
 def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
     spec = tmp_path / "launch.json"
     spec.write_text(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
-from training.progress import PROGRESS_FILE, describe, plural, read_events
+from training.progress import PROGRESS_FILE, describe, describe_epochs, plural, read_events
 from training.tasklog import STARTUP_TIMEOUT_SIGNAL, restart_counts
 
 #: Seconds between two looks at the run while following it.
@@ -30,6 +30,8 @@ class FollowError(RuntimeError):
 
 #: Between the lines of one poll (an Ansible loop label shows one line).
 LINE_SEPARATOR = " || "
+#: Epochs one poll shows a line each; more share one line, but the newest.
+MAX_EPOCH_LINES = 3
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -231,11 +233,23 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         seen = int(cursor_file.read_text())
     except (OSError, ValueError):
         seen = 0
-    lines = [
-        describe(events[: i + 1])
+    shown = [
+        i
         for i in range(min(seen, len(events)), len(events))
         if events[i]["event"] in ("start", "resume", "epoch", "end")
     ]
+    epochs = [i for i in shown if events[i]["event"] == "epoch"]
+    if len(epochs) > MAX_EPOCH_LINES:
+        # Many short epochs in one poll: one line for all but the newest.
+        start = next((e for e in events if e["event"] == "start"), {})
+        summary = describe_epochs([events[i] for i in epochs[:-1]], start.get("epochs", "?"))
+        lines = [
+            summary if i == epochs[0] else describe(events[: i + 1])
+            for i in shown
+            if i not in epochs[1:-1]
+        ]
+    else:
+        lines = [describe(events[: i + 1]) for i in shown]
     if current["state"] not in ("running", "starting") or not lines:
         # A step line that moved on is news too; only a poll with no event at all is not.
         still = current["state"] == "running" and events and seen >= len(events)

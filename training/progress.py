@@ -131,6 +131,22 @@ def describe(events: list[dict[str, Any]]) -> str:
     return done
 
 
+def describe_epochs(epochs: list[dict[str, Any]], total: Any) -> str:
+    """One human line for several epoch events, e.g.
+
+    ``epochs 3-7/8: loss 0.3770 -> 0.1875, accuracy 0.8914 -> 0.9430``.
+    """
+    first, last = epochs[0], epochs[-1]
+    line = (
+        f"epochs {first['epoch']}-{last['epoch']}/{total}: "
+        f"loss {_fmt(first.get('loss'))} -> {_fmt(last.get('loss'))}, "
+        f"accuracy {_fmt(first.get('accuracy'))} -> {_fmt(last.get('accuracy'))}"
+    )
+    if "test_accuracy" in last:
+        line += f", test accuracy {_fmt(last.get('test_accuracy'))}"
+    return line
+
+
 def make_callback(
     writer: ProgressWriter,
     steps_per_epoch: int,
