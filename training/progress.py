@@ -99,6 +99,11 @@ def describe(events: list[dict[str, Any]]) -> str:
         f"epoch {last_epoch['epoch']}/{epochs}: loss {_fmt(last_epoch.get('loss'))}, "
         f"accuracy {_fmt(last_epoch.get('accuracy'))}, "
         f"{_fmt(last_epoch.get('examples_per_second'), '.0f')} examples/s"
+        + (
+            f", test accuracy {_fmt(last_epoch.get('test_accuracy'))}"
+            if "test_accuracy" in last_epoch
+            else ""
+        )
         if last_epoch
         else ""
     )
@@ -134,7 +139,8 @@ def describe(events: list[dict[str, Any]]) -> str:
 def describe_epochs(epochs: list[dict[str, Any]], total: Any) -> str:
     """One human line for several epoch events, e.g.
 
-    ``epochs 3-7/8: loss 0.3770 -> 0.1875, accuracy 0.8914 -> 0.9430``.
+    ``epochs 3-7/8: loss 0.3770 -> 0.1875, accuracy 0.8914 -> 0.9430, test
+    accuracy 0.9410 -> 0.9610``.
     """
     first, last = epochs[0], epochs[-1]
     line = (
@@ -143,7 +149,10 @@ def describe_epochs(epochs: list[dict[str, Any]], total: Any) -> str:
         f"accuracy {_fmt(first.get('accuracy'))} -> {_fmt(last.get('accuracy'))}"
     )
     if "test_accuracy" in last:
-        line += f", test accuracy {_fmt(last.get('test_accuracy'))}"
+        line += (
+            f", test accuracy {_fmt(first.get('test_accuracy'))} -> "
+            f"{_fmt(last.get('test_accuracy'))}"
+        )
     return line
 
 
