@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_ports
 from training import data
 from training.cli import main
 from training.netcheck import NetCheckError, listen
@@ -87,14 +88,8 @@ def test_tf_config_file_that_is_missing(staged: Path, capsys: pytest.CaptureFixt
     assert "cannot read --tf-config-file" in capsys.readouterr().err
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_listener_accepts_until_told_to_stop(tmp_path: Path) -> None:
-    port, stop = free_port(), tmp_path / "stop"
+    (port,), stop = free_ports(1), tmp_path / "stop"
     thread = threading.Thread(target=listen, args=([port], 30.0, stop))
     thread.start()
     deadline = time.monotonic() + 10

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_tensorflow_script
+from tests.conftest import free_ports, run_tensorflow_script
 from training import backup, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
@@ -22,12 +22,6 @@ from training.progress import ProgressWriter, read_events
 from training.status import task_status
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_restarts_are_counted_from_the_task_log(tmp_path: Path) -> None:
@@ -91,7 +85,7 @@ def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
 ) -> None:
     # TensorFlow's MultiWorkerMirroredStrategy() set-up holds the GIL while it waits for a
     # peer; builtin sum over a long iterator does too, so no thread of the task would run.
-    up, down, me = free_port(), free_port(), free_port()
+    up, down, me = free_ports(3)
     listener = socket.create_server(("127.0.0.1", up))
     tf_config = {
         "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{down}", f"127.0.0.1:{me}"]},
@@ -186,7 +180,7 @@ def test_local_status_reads_the_launcher_and_the_task_log(tmp_path: Path) -> Non
 
 
 def test_each_task_serves_its_metrics_to_prometheus() -> None:
-    port = free_port()
+    (port,) = free_ports(1)
     exporter = Exporter(port, "127.0.0.1", "worker-1", "run-x")
     exporter.restarts.set(2)
     exporter.record(epoch=3, steps=10, seconds=2.0, examples=640, logs={"loss": 0.5})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import free_ports
 from training import data
 from training.progress import PROGRESS_FILE, read_events
 
@@ -88,19 +88,13 @@ def test_a_stop_after_the_last_epoch_keeps_the_weights(
     assert not (run / "backup").exists()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_a_stop_mid_run_ends_two_synchronous_workers_at_once(
     data_dir: Path, tmp_path: Path
 ) -> None:
     # multi_worker_mirrored starts TensorFlow's preemption notifier, which
     # takes SIGTERM for itself: the workers must still end on it, not go on
     # training until the launcher's SIGKILL (or systemd's, 30 s later).
-    ports = [free_port(), free_port()]
+    ports = free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     tasks = []
     for index in range(2):

@@ -189,11 +189,10 @@ def check(config: TrainConfig) -> TFConfig | None:
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise TrainError(f"learning_rate={lr} must be a positive number, such as 0.001")
-    if config.learning_rate_scaling not in models.LEARNING_RATE_SCALINGS:
-        raise TrainError(
-            f"learning_rate_scaling={config.learning_rate_scaling} is unknown; choose one of "
-            f"{', '.join(models.LEARNING_RATE_SCALINGS)}"
-        )
+    try:
+        models.scaled_learning_rate(1.0, 1, config.learning_rate_scaling)
+    except ValueError as err:
+        raise TrainError(str(err)) from None
     models.get(config.model)
     if config.steps_per_execution > 1:
         models.check_steps_per_execution(config.model)
