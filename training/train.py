@@ -437,7 +437,7 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
 
     if is_server_task(tf_config, config.strategy):
         assert tf_config is not None
-        serve(tf_config)
+        serve(tf_config, threads)
         return None
 
     # A stopped task (SIGTERM from systemd or the launcher) unwinds normally,

@@ -1,0 +1,59 @@
+"""parameter_server on nodes of one CPU: the run trains instead of hanging (real processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_ports
+from training import data
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_parameter_server_trains_when_every_task_may_use_only_one_cpu(tmp_path: Path) -> None:
+    # A node pinned to one core (a Pi-shaped container, a 1-vCPU VM): TensorFlow
+    # sized the servers' inter-op pools by the one CPU, and the workers' first
+    # remote train function never returned; the chief waited forever at 0% CPU.
+    data.prepare("mnist_5k", tmp_path / "datasets")
+    ps, worker0, worker1, chief = free_ports(4)
+    cluster = {
+        "chief": [f"127.0.0.1:{chief}"],
+        "ps": [f"127.0.0.1:{ps}"],
+        "worker": [f"127.0.0.1:{worker0}", f"127.0.0.1:{worker1}"],
+    }
+    cpu = min(os.sched_getaffinity(0))
+    tasks = {}
+    for kind, index in (("ps", 0), ("worker", 0), ("worker", 1), ("chief", 0)):
+        argv = [sys.executable, "-m", "training", "train", "--model", "mnist_mlp"]
+        argv += ["--strategy", "parameter_server", "--epochs", "1", "--no-epoch-eval"]
+        argv += ["--data-dir", str(tmp_path / "datasets"), "--output-dir", str(tmp_path / "run")]
+        tf_config = {"cluster": cluster, "task": {"type": kind, "index": index}}
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_CONFIG": json.dumps(tf_config)}
+        tasks[f"{kind}-{index}"] = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+        )
+    try:
+        code = tasks["chief-0"].wait(timeout=300)  # about 30 s; it hung for good before
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:
+        for task in tasks.values():
+            if task.poll() is None:
+                task.kill()
+    assert code == 0, tasks["chief-0"].stderr.read()[-2000:] if tasks["chief-0"].stderr else ""
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["strategy"] == "parameter_server"
+    assert metrics["test_accuracy"] > 0.5
