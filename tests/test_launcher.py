@@ -305,6 +305,14 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].endswith(
         "(no news since the last line)"
     )
+    # The end is said once, with the outcome.
+    with progress.open("a") as handle:
+        end = {"event": "end", "test_accuracy": 0.97, "test_loss": 0.1, "examples_per_second": 9}
+        handle.write(json.dumps(end) + "\n")
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "succeeded"}))
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == (
+        "succeeded; finished: test accuracy 0.9700, test loss 0.1000, 9 examples/s"
+    )
 
 
 def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: Path) -> None:

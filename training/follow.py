@@ -253,7 +253,11 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
     if current["state"] not in ("running", "starting") or not lines:
         # A step line that moved on is news too; only a poll with no event at all is not.
         still = current["state"] == "running" and events and seen >= len(events)
-        lines.append(current["line"] + (" (no news since the last line)" if still else ""))
+        final = current["line"] + (" (no news since the last line)" if still else "")
+        if lines and final.endswith(lines[-1]):
+            lines[-1] = final  # "succeeded; finished: ..." rather than "finished: ..." twice
+        else:
+            lines.append(final)
     elif events[-1]["event"] == "batch":
         lines.append(describe(events))
     if cursor_file.parent.is_dir():
