@@ -142,3 +142,21 @@ def test_the_step_size_grows_with_the_global_batch_by_the_chosen_rule(
 def test_an_unknown_scaling_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="cube is unknown; choose one of sqrt, linear, none"):
         models.scaled_learning_rate(0.001, 2, "cube")
+
+
+ASYNC = "parameter_server applies each worker's batch on its own"
+
+
+@pytest.mark.parametrize(
+    ("scaling", "replicas", "asynchronous", "rule"),
+    [
+        ("sqrt", 2, False, "0.001 x sqrt(2), learning_rate_scaling=sqrt"),
+        ("none", 3, False, "0.001 x 1, learning_rate_scaling=none"),
+        ("sqrt", 1, False, ""),
+        ("sqrt", 1, True, f"0.001 unscaled: {ASYNC}"),
+    ],
+)
+def test_the_summary_says_how_the_step_size_was_scaled_or_why_not(
+    scaling: str, replicas: int, asynchronous: bool, rule: str
+) -> None:
+    assert models.learning_rate_rule(0.001, replicas, scaling, asynchronous) == rule

@@ -704,6 +704,9 @@ def _train(
             "epochs": config.epochs,
             "learning_rate": learning_rate,
             "base_learning_rate": base_learning_rate,
+            "learning_rate_rule": models.learning_rate_rule(
+                base_learning_rate, replicas, config.learning_rate_scaling, ps
+            ),
             "batch_size_per_worker": config.batch_size,
             "global_batch_size": global_batch,
             "steps_per_epoch": steps,

@@ -176,6 +176,27 @@ def scaled_learning_rate(base: float, replicas: int, scaling: str) -> float:
     return base * factor
 
 
+def learning_rate_rule(base: float, replicas: int, scaling: str, asynchronous: bool) -> str:
+    """How a run's step size came from ``base``, for the run's summary.
+
+    Args:
+        base: the step size for one worker's batch.
+        replicas: replicas in sync (workers applying one global batch).
+        scaling: a name of :data:`LEARNING_RATE_SCALINGS`.
+        asynchronous: ``parameter_server``, whose steps are each one worker's batch.
+
+    Returns:
+        e.g. ``"0.001 x sqrt(2), learning_rate_scaling=sqrt"``; ``""`` when
+        there is nothing to scale (one replica).
+    """
+    if asynchronous:
+        return f"{base} unscaled: parameter_server applies each worker's batch on its own"
+    if replicas <= 1:
+        return ""
+    factor = {"sqrt": f"sqrt({replicas})", "linear": str(replicas), "none": "1"}[scaling]
+    return f"{base} x {factor}, learning_rate_scaling={scaling}"
+
+
 def learning_rate(name: str) -> float:
     """The step size model ``name`` recommends (its ``LEARNING_RATE``).
 
