@@ -305,6 +305,12 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].endswith(
         "(no news since the last line)"
     )
+    # A run that stopped moving says for how long (a hung cluster shows no error).
+    with progress.open("a") as handle:
+        stuck = {"event": "batch", "epoch": 4, "step": 6, "loss": 0.1, "time": time.time() - 725}
+        handle.write(json.dumps(stuck) + "\n")
+    follow_run(run, wait=0.1, cursor_file=cursor)
+    assert "(no news for 12 min " in follow_run(run, wait=0.1, cursor_file=cursor)["line"]
     # The end is said once, with the outcome.
     with progress.open("a") as handle:
         end = {"event": "end", "test_accuracy": 0.97, "test_loss": 0.1, "examples_per_second": 9}

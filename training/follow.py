@@ -227,6 +227,21 @@ def follow(
     return current
 
 
+def _quiet_for(last: dict[str, Any]) -> str:
+    """How long the run has written no progress, e.g. " (no news for 12 min 5 s)".
+
+    A run that has not moved for many polls may be stuck (a hung cluster
+    shows no error); the age says how long, from the chief's own clock.
+    """
+    written = last.get("time")
+    if not isinstance(written, (int, float)):
+        return " (no news since the last line)"
+    quiet = max(0.0, time.time() - written)
+    if quiet < 60:
+        return f" (no news for {quiet:.0f} s)"
+    return f" (no news for {int(quiet // 60)} min {int(quiet % 60)} s)"
+
+
 def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str:
     events = read_events(run_dir / PROGRESS_FILE)
     try:
@@ -253,7 +268,7 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
     if current["state"] not in ("running", "starting") or not lines:
         # A step line that moved on is news too; only a poll with no event at all is not.
         still = current["state"] == "running" and events and seen >= len(events)
-        final = current["line"] + (" (no news since the last line)" if still else "")
+        final = current["line"] + (_quiet_for(events[-1]) if still else "")
         if lines and final.endswith(lines[-1]):
             lines[-1] = final  # "succeeded; finished: ..." rather than "finished: ..." twice
         else:
