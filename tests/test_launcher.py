@@ -405,5 +405,9 @@ def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path)
         assert state["state"] == "failed"
         assert f"port(s) {port} belong to another local run" in state["reason"]
         assert not list((run / "logs").glob("worker-*.log")) and state["tasks"] == {}
+        # runs/latest stays with the run that holds the ports (status.yml, stop.yml).
+        assert not (run.parent / launcher.LATEST_LINK).exists()
     # Once the first launcher is gone (the kernel drops its lock), a run starts.
-    assert launch(run_on_port(tmp_path / "third", "exit:0.2:0")).wait(timeout=60) == 0
+    third = run_on_port(tmp_path / "third", "exit:0.2:0")
+    assert launch(third).wait(timeout=60) == 0
+    assert (third.parent / launcher.LATEST_LINK).resolve() == third.resolve()

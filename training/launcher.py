@@ -187,6 +187,7 @@ class Launcher:
             reason="",
             finished=None,
         )
+        point_latest(self.run_dir)
         ordered = sorted(self.spec["tasks"], key=lambda t: t["name"] == chief)
         for task in ordered:
             if self.stop_requested:
@@ -275,6 +276,25 @@ class Launcher:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop_requested = signal.Signals(signum).name
+
+
+#: The link in the runs folder to the newest run that started (README).
+LATEST_LINK = "latest"
+
+
+def point_latest(run_dir: Path) -> None:
+    """Point ``<runs folder>/latest`` at ``run_dir``, atomically.
+
+    The launcher does it once it holds the run's ports, not train.yml before:
+    of two runs started at the same moment, the one refused at its ports must
+    not take ``latest`` (and with it status.yml and stop.yml) from the one
+    that trains.
+    """
+    link = run_dir.parent / LATEST_LINK
+    new = run_dir.parent / f".{LATEST_LINK}.{os.getpid()}"
+    new.unlink(missing_ok=True)
+    new.symlink_to(run_dir.name)
+    os.replace(new, link)
 
 
 def _settle_run_record(run_dir: Path, outcome: str, reason: str, plot: bool = True) -> None:
