@@ -319,6 +319,13 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == (
         "succeeded; finished: test accuracy 0.9700, test loss 0.1000, 9 examples/s"
     )
+    # ... and once when the outcome comes a poll after the end's line.
+    with progress.open("a") as handle:
+        handle.write(json.dumps(end) + "\n")
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("finished: ")
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "succeeded"}))
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == "succeeded"
 
 
 def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: Path) -> None:

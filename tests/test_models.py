@@ -144,7 +144,7 @@ def test_an_unknown_scaling_is_refused_with_the_known_ones() -> None:
         models.scaled_learning_rate(0.001, 2, "cube")
 
 
-ASYNC = "parameter_server applies each worker's batch on its own"
+ASYNC = "not scaled under parameter_server, where each step is one worker batch"
 
 
 @pytest.mark.parametrize(
@@ -153,7 +153,7 @@ ASYNC = "parameter_server applies each worker's batch on its own"
         ("sqrt", 2, False, "0.001 x sqrt(2), learning_rate_scaling=sqrt"),
         ("none", 3, False, "0.001 x 1, learning_rate_scaling=none"),
         ("sqrt", 1, False, ""),
-        ("sqrt", 1, True, f"0.001 unscaled: {ASYNC}"),
+        ("sqrt", 1, True, f"0.001, {ASYNC}"),
     ],
 )
 def test_the_summary_says_how_the_step_size_was_scaled_or_why_not(

@@ -269,6 +269,8 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         # A step line that moved on is news too; only a poll with no event at all is not.
         still = current["state"] == "running" and events and seen >= len(events)
         final = current["line"] + (_quiet_for(events[-1]) if still else "")
+        if current["state"] == "succeeded" and events and seen >= len(events):
+            final = "succeeded"  # its "finished: ..." line came with an earlier poll
         if lines and final.endswith(lines[-1]):
             lines[-1] = final  # "succeeded; finished: ..." rather than "finished: ..." twice
         else:

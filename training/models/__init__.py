@@ -190,7 +190,8 @@ def learning_rate_rule(base: float, replicas: int, scaling: str, asynchronous: b
         there is nothing to scale (one replica).
     """
     if asynchronous:
-        return f"{base} unscaled: parameter_server applies each worker's batch on its own"
+        # No apostrophe and no ": " in it: Ansible's YAML output would quote and fold the line.
+        return f"{base}, not scaled under parameter_server, where each step is one worker batch"
     if replicas <= 1:
         return ""
     factor = {"sqrt": f"sqrt({replicas})", "linear": str(replicas), "none": "1"}[scaling]
