@@ -140,9 +140,17 @@ def check_steps_per_execution(name: str) -> None:
         )
 
 
+#: Each ``learning_rate_scaling``: the step size's factor for a number of
+#: replicas, and how the run's summary writes it (:func:`learning_rate_rule`).
+_SCALINGS: dict[str, tuple[Callable[[int], float], str]] = {
+    "sqrt": (math.sqrt, "sqrt({})"),
+    "linear": (float, "{}"),
+    "none": (lambda _replicas: 1.0, "1"),
+}
+
 #: How the step size grows with the replicas of a synchronous all-reduce,
 #: whose global batch is ``batch_size`` x replicas (``learning_rate_scaling``).
-LEARNING_RATE_SCALINGS = ("sqrt", "linear", "none")
+LEARNING_RATE_SCALINGS = tuple(_SCALINGS)
 
 
 def scaled_learning_rate(base: float, replicas: int, scaling: str) -> float:
@@ -172,8 +180,7 @@ def scaled_learning_rate(base: float, replicas: int, scaling: str) -> float:
         )
     if replicas < 1:
         raise ValueError(f"replicas={replicas} must be 1 or more")
-    factor = {"sqrt": math.sqrt(replicas), "linear": float(replicas), "none": 1.0}[scaling]
-    return base * factor
+    return base * _SCALINGS[scaling][0](replicas)
 
 
 def learning_rate_rule(base: float, replicas: int, scaling: str, asynchronous: bool) -> str:
@@ -194,8 +201,7 @@ def learning_rate_rule(base: float, replicas: int, scaling: str, asynchronous: b
         return f"{base}, not scaled under parameter_server, where each step is one worker batch"
     if replicas <= 1:
         return ""
-    factor = {"sqrt": f"sqrt({replicas})", "linear": str(replicas), "none": "1"}[scaling]
-    return f"{base} x {factor}, learning_rate_scaling={scaling}"
+    return f"{base} x {_SCALINGS[scaling][1].format(replicas)}, learning_rate_scaling={scaling}"
 
 
 def learning_rate(name: str) -> float:
