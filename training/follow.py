@@ -267,10 +267,13 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         lines = [describe(events[: i + 1]) for i in shown]
     if current["state"] not in ("running", "starting") or not lines:
         # A step line that moved on is news too; only a poll with no event at all is not.
-        still = current["state"] == "running" and events and seen >= len(events)
-        final = current["line"] + (_quiet_for(events[-1]) if still else "")
-        if current["state"] == "succeeded" and events and seen >= len(events):
+        nothing_new = bool(events) and seen >= len(events)
+        if current["state"] == "succeeded" and nothing_new:
             final = "succeeded"  # its "finished: ..." line came with an earlier poll
+        elif current["state"] == "running" and nothing_new:
+            final = current["line"] + _quiet_for(events[-1])
+        else:
+            final = current["line"]
         if lines and final.endswith(lines[-1]):
             lines[-1] = final  # "succeeded; finished: ..." rather than "finished: ..." twice
         else:
