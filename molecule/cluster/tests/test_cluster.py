@@ -115,6 +115,10 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
     assert {client for kind, _, client, _ in rows if kind == "O"} == members  # all fetched via it
     fetched = Counter(path for kind, _, _, path in rows if kind == "I" and path.endswith(".deb"))
     assert fetched and max(fetched.values()) == 1, fetched.most_common(3)
+    # node1 fetched the package lists directly (to install the cache) and gave them to the
+    # others, so no list crosses the uplink again; only InRelease checks do.
+    indexes = [path for kind, _, _, path in rows if kind == "I" and not path.endswith(".deb")]
+    assert all(path.endswith("/InRelease") for path in indexes), indexes
     uplink = sum(size for kind, size, _, _ in rows if kind == "I")
     served = sum(size for kind, size, _, _ in rows if kind == "O")
     debs = sum(size for kind, size, _, path in rows if kind == "O" and path.endswith(".deb"))
