@@ -1,0 +1,98 @@
+"""Lookup raspi_tf_unknown_extra_vars: the -e names that no playbook or role reads.
+
+Ansible takes any ``-e name=value`` and silently ignores a name nothing reads, so
+``-e epoch=2`` trains for the default 8 epochs. The playbooks refuse such names
+before they change anything (playbooks/check_extra_vars.yml).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from ansible.plugins.lookup import LookupBase
+from ansible.utils.vars import load_extra_vars
+
+DOCUMENTATION = """
+name: raspi_tf_unknown_extra_vars
+short_description: The -e variable names that no raspi-tf playbook or role reads
+description:
+  - Returns one dict per unknown name, in the order given, with keys C(name) and
+    C(suggestion) (the closest known name, or an empty string).
+  - Known names are the keys of every role's defaults, vars and argument specs, the
+    short names roles read as C(name | default(...)) (model, epochs, ...), node
+    attributes read through hostvars, every C(ansible_*) name, and O(allowed).
+options:
+  allowed:
+    description: Further names to accept (an inventory's own variables).
+    type: list
+    elements: str
+    default: []
+"""
+
+REPO = Path(__file__).resolve().parents[2]
+# A name read with a default, not an attribute (x.msg | default) or a key (x['a'] | default).
+DEFAULTED = re.compile(r"(?<![\w.\]'\"])([a-z_][a-z0-9_]*)\s*\|\s*default\(")
+HOSTVAR = re.compile(r"hostvars\[[^\]]*\]\.([a-z_][a-z0-9_]*)")
+
+
+def _keys(path: Path) -> set[str]:
+    data = yaml.safe_load(path.read_text()) or {}
+    return set(data) if isinstance(data, dict) else set()
+
+
+def known_names(repo: Path = REPO) -> set[str]:
+    """Every variable name a raspi-tf playbook or role reads.
+
+    Args:
+        repo: the checkout holding roles/ and playbooks/.
+
+    Returns:
+        The names (str), without the ``ansible_`` ones, which are always known.
+    """
+    names: set[str] = set()
+    roles = repo / "roles"
+    for path in [*roles.glob("*/defaults/*.yml"), *roles.glob("*/vars/*.yml")]:
+        names |= _keys(path)
+    for path in roles.glob("*/meta/argument_specs.yml"):
+        specs = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {})
+        for entry in specs.values():
+            names |= set(entry.get("options", {}))
+    texts = [*roles.rglob("*.yml"), *roles.rglob("*.j2"), *(repo / "playbooks").glob("*.yml")]
+    for path in texts:
+        text = path.read_text()
+        names |= set(DEFAULTED.findall(text)) | set(HOSTVAR.findall(text))
+    return {name for name in names if not name.startswith("__")}
+
+
+def unknown(given: list[str], known: set[str]) -> list[dict[str, str]]:
+    """The names of ``given`` that are not ``known`` nor ``ansible_*``, with the closest known one.
+
+    Args:
+        given: -e variable names, in the order given.
+        known: the names that something reads.
+
+    Returns:
+        ``[{"name": ..., "suggestion": ...}]``; the suggestion is the closest known name by
+        difflib's ratio (at least 0.6), or "".
+    """
+    result = []
+    for name in given:
+        if name in known or name.startswith("ansible_"):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1)
+        result.append({"name": name, "suggestion": close[0] if close else ""})
+    return result
+
+
+class LookupModule(LookupBase):
+    """``query('raspi_tf_unknown_extra_vars', allowed=[...])``: see DOCUMENTATION."""
+
+    def run(self, terms: list[Any], variables: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """The unknown -e names of this ansible-playbook command, as ``unknown()`` gives them."""
+        self.set_options(var_options=variables, direct=kwargs)
+        given = list(load_extra_vars(self._loader))
+        return unknown(given, known_names() | set(self.get_option("allowed")))

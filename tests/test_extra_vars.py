@@ -1,0 +1,79 @@
+"""-e names that nothing reads are refused before anything starts; every name we document works."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_playbook
+
+_spec = importlib.util.spec_from_file_location(
+    "raspi_tf_unknown_extra_vars",
+    ROOT / "playbooks/lookup_plugins/raspi_tf_unknown_extra_vars.py",
+)
+assert _spec and _spec.loader
+lookup = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(lookup)
+
+# -e name=..., -e 'name=...' and -e '{"name": ...}' as written in the docs and the Makefile.
+GIVEN = re.compile(r"""-e[\s"',]+\{?"?([a-z_][a-z0-9_]*)["=:]""")
+
+
+def documented_names() -> set[str]:
+    files = [ROOT / "README.md", ROOT / "Makefile", *ROOT.glob("roles/*/README.md")]
+    files += [*(ROOT / "molecule").rglob("*.yml"), *(ROOT / "molecule").rglob("*.md")]
+    names = set()
+    for path in files:
+        names |= set(GIVEN.findall(path.read_text()))
+    return names
+
+
+def test_every_documented_name_is_known() -> None:
+    names = documented_names()
+    assert {"model", "epochs", "strategy", "batch_size", "run"} <= names  # the pattern finds them
+    known = lookup.known_names()
+    unknown = sorted(n for n in names if n not in known and not n.startswith("ansible_"))
+    # molecule's own playbooks read their own names; epoch is the README's example of a typo.
+    assert set(unknown) <= {"bench_link_mbit", "epoch"}, unknown
+
+
+def test_a_typo_gets_the_name_it_meant() -> None:
+    result = lookup.unknown(
+        ["epoch", "modle", "model", "ansible_user", "zzz"], lookup.known_names()
+    )
+    assert result == [
+        {"name": "epoch", "suggestion": "epochs"},
+        {"name": "modle", "suggestion": "model"},
+        {"name": "zzz", "suggestion": ""},
+    ]
+
+
+@pytest.mark.parametrize("playbook", ["train.yml", "site.yml", "playbooks/status.yml"])
+def test_a_misspelt_name_stops_the_playbook_before_it_starts(playbook: str, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    result = run_playbook(playbook, "-e", "epoch=2", "-e", f"training_run_runs_dir={runs}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e epoch: no raspi-tf playbook or role reads this variable" in text, text[-2000:]
+    assert "Fix: -e epochs=... (did you mean epochs?)" in text
+    assert "PLAY [Check the variable names given with -e]" in text
+    assert text.count("PLAY [") == 1  # nothing after the check ran
+    assert not runs.exists()
+
+
+def test_names_the_inventory_reads_can_be_allowed() -> None:
+    result = run_playbook(
+        "playbooks/stop.yml",
+        "-e",
+        "my_pi_user=pi",
+        "-e",
+        '{"extra_vars_allowed": ["my_pi_user"]}',
+        "-e",
+        "run=no-such-run",
+    )
+    text = " ".join(result.stdout.split())
+    assert "no raspi-tf playbook or role reads" not in text
+    assert "PLAY [Stop a run]" in text
