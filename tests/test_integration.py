@@ -177,6 +177,7 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
             status.stdout[-3000:]
         )
     assert re.search(r"task +state +epoch +loss +cpu +mem MB +restarts +host", status.stdout)
+    assert re.search(r"^ *- running$", status.stdout, re.M), status.stdout[-3000:]
     stop = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
     assert stop.returncode == 0, stop.stdout[-3000:]
     output, _ = play.communicate(timeout=300)

@@ -92,7 +92,8 @@ def task_status(
         ``{"task", "state", "restarts", "epoch", "loss", "accuracy",
         "examples_per_second", "resumed_from", "cpu_percent", "memory_mb"}``;
         state is one of running, restarting, starting, stopping, finished,
-        failed, stopped, inactive, unknown.
+        failed, stopped, inactive, never ran (the local launcher never
+        started it: the run was refused first).
 
     Raises:
         training.follow.FollowError: systemd does not know the unit.
@@ -118,7 +119,7 @@ def task_status(
         elif info:
             state = "failed"
         else:
-            state = "unknown"
+            state = "never ran"
     result: dict[str, Any] = {
         "task": task,
         "host": socket.gethostname(),

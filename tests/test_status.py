@@ -1,0 +1,56 @@
+"""status.yml and stop.yml find a run by id or by its folder, and say how it ended."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_playbook
+
+RECORD = {
+    "dataset": "mnist_5k",
+    "launcher": "local",
+    "model": "mnist_cnn",
+    "reason": "port 23456 of worker-0 is in use",
+    "run_id": "r1",
+    "started": 1796118902,
+    "state": "failed",
+    "strategy": "multi_worker_mirrored",
+    "tasks": ["worker-0", "worker-1"],
+}
+
+
+@pytest.fixture
+def refused_run(tmp_path: Path) -> Path:
+    """A run folder elsewhere than runs/, of a run refused before its tasks started."""
+    run = tmp_path / "elsewhere" / "r1"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps(RECORD))
+    return run
+
+
+@pytest.mark.parametrize("form", ["{run}", "{run}/"])
+def test_status_of_a_run_given_as_its_folder(refused_run: Path, form: str) -> None:
+    result = run_playbook("status.yml", "-e", "run=" + form.format(run=refused_run))
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert "- run r1 (multi_worker_mirrored)" in lines
+    assert "- failed (port 23456 of worker-0 is in use)" in lines
+    assert (
+        sum(line.startswith(("- worker-0   never ran", "- worker-1   never ran")) for line in lines)
+        == 2
+    )
+
+
+def test_stop_of_an_ended_run_given_as_its_folder(refused_run: Path) -> None:
+    result = run_playbook("stop.yml", "-e", f"run={refused_run}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Run r1 already ended (failed)" in " ".join(result.stdout.split())
+
+
+def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
+    result = run_playbook("status.yml", "-e", f"run={tmp_path}/nope")
+    assert result.returncode != 0
+    assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
