@@ -1,4 +1,4 @@
-"""Before a run: -e names that nothing reads are refused, and --check says what would train."""
+"""-e names that nothing reads are refused before anything runs; every name we document works."""
 
 from __future__ import annotations
 
@@ -77,17 +77,3 @@ def test_names_the_inventory_reads_can_be_allowed() -> None:
     text = " ".join(result.stdout.split())
     assert "no raspi-tf playbook or role reads" not in text
     assert "PLAY [Stop a run]" in text
-
-
-def test_check_mode_says_what_would_train_and_starts_nothing(tmp_path: Path) -> None:
-    runs = tmp_path / "runs"
-    result = run_playbook(
-        "train.yml", "--check", "-e", "epochs=3", "-e", f"training_run_runs_dir={runs}"
-    )
-    text = " ".join(result.stdout.split())
-    assert result.returncode == 0, text[-2000:]
-    assert (
-        "a run would train mnist_cnn on mnist_5k for 3 epochs, batch 64 per worker, "
-        "multi_worker_mirrored over worker-0, worker-1." in text
-    )
-    assert not list(runs.glob("*/run.json"))  # nothing started

@@ -243,6 +243,22 @@ def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
+def test_check_mode_says_what_would_train_and_starts_nothing(
+    provisioned: None, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    result = run_playbook(
+        "train.yml", "--check", "-e", "epochs=3", "-e", f"training_run_runs_dir={runs}"
+    )
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0, text[-2000:]
+    assert (
+        "a run would train mnist_cnn on mnist_5k for 3 epochs, batch 64 per worker, "
+        "multi_worker_mirrored over worker-0, worker-1." in text
+    )
+    assert not list(runs.glob("*/run.json"))  # nothing started
+
+
 def test_unknown_model_is_refused_before_anything_starts(provisioned: None, tmp_path: Path) -> None:
     result = train(tmp_path, "-e", "model=resnet")
     text = " ".join(result.stdout.split())
