@@ -163,6 +163,7 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
         "was restarted 1 time: the restart limit (training_run_max_restarts=1) is reached" in text
     )
     assert "mnist_5k.npz is missing" in text  # the task's last log lines
+    assert re.search(r"- worker-1 +failed ", output), output[-3000:]  # the status table
     assert json.loads((runs / "latest" / "run.json").read_text())["state"] == "failed"
     assert not training_processes()
 

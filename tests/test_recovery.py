@@ -179,6 +179,29 @@ def test_local_status_reads_the_launcher_and_the_task_log(tmp_path: Path) -> Non
     assert len(status["line"]) <= 61 + len(status["host"])  # Ansible folds lines above 80
 
 
+@pytest.mark.parametrize(
+    ("returncode", "state"), [(2, "failed"), (143, "stopped"), (-9, "stopped"), (None, "stopped")]
+)
+def test_local_status_after_the_launcher_ended_tells_failed_from_stopped(
+    tmp_path: Path, returncode: int | None, state: str
+) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (tmp_path / "launcher.json").write_text(
+        json.dumps(
+            {
+                "pid": gone.pid,
+                "state": "failed",
+                "tasks": {
+                    "worker-1": {"pid": gone.pid, "state": "exited", "returncode": returncode}
+                },
+            }
+        )
+    )
+    ProgressWriter(tasklog.task_log_path(tmp_path, "worker-1")).write("start", restarts=0)
+    assert task_status(tmp_path, "worker-1", sample_seconds=0.1)["state"] == state
+
+
 def test_each_task_serves_its_metrics_to_prometheus() -> None:
     (port,) = free_ports(1)
     exporter = Exporter(port, "127.0.0.1", "worker-1", "run-x")

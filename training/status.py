@@ -9,6 +9,7 @@ main process, sampled over ``sample_seconds``.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -76,6 +77,15 @@ def _systemd(unit: str) -> tuple[str, int | None, int]:
     return "inactive", None, restarts  # finished or stopped: the task log tells which
 
 
+def _failed_on_its_own(returncode: int | None) -> bool:
+    """Whether a local task's exit status is its own error, not the launcher's stop.
+
+    A stopped task exits with 128 + SIGTERM (training.train's handler) or is
+    killed by a signal (a negative status from :mod:`subprocess`).
+    """
+    return returncode is not None and returncode > 0 and returncode != 128 + signal.SIGTERM
+
+
 def task_status(
     run_dir: Path, task: str, unit: str | None = None, sample_seconds: float = 1.0
 ) -> dict[str, Any]:
@@ -114,6 +124,8 @@ def task_status(
             state = "restarting"
         elif info.get("returncode") == 0 or logged["ended"]:
             state = "finished"
+        elif _failed_on_its_own(info.get("returncode")):
+            state = "failed"
         elif launcher.get("state") == "stopped" or (info and not pid_alive(launcher.get("pid"))):
             state = "stopped"
         elif info:
