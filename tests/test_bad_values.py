@@ -1,0 +1,39 @@
+"""train.yml refuses a bad -e value before anything runs, naming the variable and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_playbook
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        # Was accepted, and every task then failed at each start until the restart limit.
+        (
+            "training_run_startup_timeout=-5",
+            "training_run_startup_timeout=-5 must be a whole number, 0 or more",
+        ),
+        # Were refused by Ansible's argument check or argparse, as a screenful without a fix.
+        (
+            "training_run_startup_timeout=abc",
+            "Fix: e.g. -e training_run_startup_timeout=300",
+        ),
+        (
+            "training_run_metrics_port_offset=abc",
+            "Fix: e.g. -e training_run_metrics_port_offset=1000",
+        ),
+        ("training_run_poll_seconds=abc", "Fix: e.g. -e training_run_poll_seconds=15"),
+    ],
+)
+def test_a_bad_number_is_refused_before_the_run(tmp_path: Path, given: str, said: str) -> None:
+    runs = tmp_path / "runs"
+    result = run_playbook("train.yml", "-e", given, "-e", f"training_run_runs_dir={runs}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert said in text, text[-2000:]
+    assert "usage:" not in text and "argument_spec_data" not in text
+    assert not runs.exists() or not any(runs.iterdir())
