@@ -54,3 +54,16 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
     result = run_playbook("status.yml", "-e", f"run={tmp_path}/nope")
     assert result.returncode != 0
     assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
+
+
+def test_a_run_whose_tasks_never_started_is_not_shown_running(tmp_path: Path) -> None:
+    # What a Ctrl-C on train.yml between recording the run and starting its tasks leaves.
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({**RECORD, "state": "running", "reason": ""}))
+    result = run_playbook("status.yml", "-e", f"run={run}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert "- not started; no task has run (train.yml interrupted, or still starting)" in lines, (
+        result.stdout[-3000:]
+    )
