@@ -186,7 +186,8 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
     assert "stopped" in output
     assert not training_processes()
     latest = tmp_path / "latest"
-    assert json.loads((latest / "run.json").read_text())["state"] == "stopped"
+    record = json.loads((latest / "run.json").read_text())
+    assert (record["state"], record["reason"]) == ("stopped", "stopped by stop.yml")
     assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
 
 

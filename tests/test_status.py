@@ -67,3 +67,17 @@ def test_a_run_whose_tasks_never_started_is_not_shown_running(tmp_path: Path) ->
     assert "- not started; no task has run (train.yml interrupted, or still starting)" in lines, (
         result.stdout[-3000:]
     )
+
+
+def test_a_succeeded_run_shows_its_test_accuracy(tmp_path: Path) -> None:
+    run = tmp_path / "r1"
+    run.mkdir()
+    record = {**RECORD, "state": "succeeded", "reason": "chief worker-0 exited with code 0"}
+    (run / "run.json").write_text(json.dumps(record))
+    (run / "metrics.json").write_text(json.dumps({"test_accuracy": 0.97301}))
+    result = run_playbook("status.yml", "-e", f"run={run}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    assert "- succeeded (chief worker-0 exited with code 0); test accuracy 0.9730" in lines, (
+        result.stdout[-3000:]
+    )
