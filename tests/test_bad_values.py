@@ -1,4 +1,4 @@
-"""train.yml refuses a bad -e value before anything runs, naming the variable and the fix."""
+"""site.yml and train.yml refuse a bad -e value before anything runs, naming it and the fix."""
 
 from __future__ import annotations
 
@@ -37,3 +37,11 @@ def test_a_bad_number_is_refused_before_the_run(tmp_path: Path, given: str, said
     assert said in text, text[-2000:]
     assert "usage:" not in text and "argument_spec_data" not in text
     assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_site_refuses_an_unknown_dataset_before_any_role_runs() -> None:
+    result = run_playbook("site.yml", "-e", "dataset=cifar")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "dataset=cifar is unknown. Fix: -e dataset=mnist_5k" in text, text[-2000:]
+    assert "tf_runtime" not in text  # was refused only after the venv's import smoke test
