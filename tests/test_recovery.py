@@ -202,6 +202,21 @@ def test_local_status_after_the_launcher_ended_tells_failed_from_stopped(
     assert task_status(tmp_path, "worker-1", sample_seconds=0.1)["state"] == state
 
 
+def test_the_status_command_reports_every_task_of_the_node_in_order(tmp_path: Path) -> None:
+    for task in ("worker-1", "worker-0"):
+        ProgressWriter(tasklog.task_log_path(tmp_path, task)).write("start", restarts=0)
+    argv = [sys.executable, "-m", "training", "status", "--run-dir", str(tmp_path), "--sample", "0"]
+    out = subprocess.run(
+        [*argv, "--task=worker-1", "--task=worker-0"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    states = json.loads(out)
+    assert [s["task"] for s in states] == ["worker-1", "worker-0"]
+    assert {s["state"] for s in states} == {"never ran"}
+
+
 def test_each_task_serves_its_metrics_to_prometheus() -> None:
     (port,) = free_ports(1)
     exporter = Exporter(port, "127.0.0.1", "worker-1", "run-x")

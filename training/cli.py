@@ -8,7 +8,7 @@ Commands:
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
 - ``models``: list the registered models.
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
-- ``status``: one task's state, epoch, loss, restarts, CPU and memory as JSON.
+- ``status``: each task's state, epoch, loss, restarts, CPU and memory, as a JSON list.
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
@@ -214,10 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
     listen.add_argument("--seconds", type=float, default=60.0, help="most seconds to listen")
     listen.add_argument("--stop-file", type=Path, help="stop as soon as this file exists")
 
-    status = sub.add_parser("status", help="one task's state as JSON")
-    status.add_argument("--run-dir", required=True, type=Path, help="the task's run folder")
-    status.add_argument("--task", required=True, help="task name, e.g. worker-1")
-    status.add_argument("--unit", help="its systemd unit (nodes); none for a local run")
+    status = sub.add_parser("status", help="the state of this node's tasks, a JSON list")
+    status.add_argument("--run-dir", required=True, type=Path, help="the tasks' run folder")
+    status.add_argument(
+        "--task", required=True, action="append", help="task name, e.g. worker-1; repeatable"
+    )
+    status.add_argument(
+        "--unit-template",
+        help="the tasks' systemd unit with {task} for the name (nodes); none for a local run",
+    )
     status.add_argument("--sample", type=float, default=1.0, help="seconds of CPU sampling")
 
     sync = sub.add_parser("sync-backup", help="copy the chief's backup before this worker starts")
@@ -336,9 +341,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         ports = [int(p) for p in args.ports.split(",") if p]
         return listen(ports, args.seconds, args.stop_file)
     if args.command == "status":
-        from training.status import task_status
+        from training.status import tasks_status
 
-        print(json.dumps(task_status(args.run_dir, args.task, args.unit, args.sample)))
+        print(json.dumps(tasks_status(args.run_dir, args.task, args.unit_template, args.sample)))
         return 0
     if args.command == "sync-backup":
         from training.backup import sync_from_chief

@@ -45,10 +45,13 @@ def usage(pid: int | None, sample_seconds: float = 1.0) -> dict[str, float | Non
     """CPU use (percent of one core, over ``sample_seconds``) and resident memory (MB).
 
     Returns:
-        ``{"cpu_percent", "memory_mb"}``; None for a process that is gone.
+        ``{"cpu_percent", "memory_mb"}``; None for a process that is gone, and
+        cpu_percent None when ``sample_seconds`` is 0 (not sampled).
     """
     if not pid or not pid_alive(pid):
         return {"cpu_percent": None, "memory_mb": None}
+    if sample_seconds <= 0:
+        return {"cpu_percent": None, "memory_mb": _rss_mb(pid)}
     before = _cpu_ticks(pid)
     time.sleep(sample_seconds)
     after = _cpu_ticks(pid)
@@ -155,6 +158,40 @@ HEADER = (
     f"{'task':<10} {'state':<10} {'epoch':>5}  {'loss':>6}  {'cpu':>4}  {'mem MB':>6}  "
     f"{'restarts':>8}  host"
 )
+
+
+def tasks_status(
+    run_dir: Path,
+    tasks: list[str],
+    unit_template: str | None = None,
+    sample_seconds: float = 1.0,
+) -> list[dict[str, Any]]:
+    """:func:`task_status` of several tasks of one node, their CPU sampled over the same window.
+
+    One call per node instead of one per task: ``status.yml`` and ``stop.yml``
+    start one Python a node, and a stop waits ``sample_seconds`` once.
+
+    Args:
+        run_dir: the tasks' run folder on this node.
+        tasks: task names, e.g. ``["worker-0", "worker-1"]``.
+        unit_template: their systemd unit with ``{task}`` for the name, e.g.
+            ``raspi-tf-task@{task}.service``; None on the local inventory.
+        sample_seconds: how long CPU use is sampled, in seconds.
+
+    Returns:
+        One :func:`task_status` dict per task, in the order given.
+
+    Raises:
+        training.follow.FollowError: systemd does not know a unit.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(task: str) -> dict[str, Any]:
+        unit = unit_template.format(task=task) if unit_template else None
+        return task_status(run_dir, task, unit, sample_seconds)
+
+    with ThreadPoolExecutor(max_workers=max(len(tasks), 1)) as pool:
+        return list(pool.map(one, tasks))
 
 
 def describe(status: dict[str, Any]) -> str:
