@@ -81,3 +81,18 @@ def test_a_succeeded_run_shows_its_test_accuracy(tmp_path: Path) -> None:
     assert "- succeeded (chief worker-0 exited with code 0); test accuracy 0.9730" in lines, (
         result.stdout[-3000:]
     )
+
+
+def test_stop_of_a_run_whose_tasks_never_started_records_it_stopped(tmp_path: Path) -> None:
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({**RECORD, "state": "running", "reason": ""}))
+    result = run_playbook("stop.yml", "-e", f"run={run}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Run r1 had not started any task" in " ".join(result.stdout.split())
+    assert "backups stay" not in result.stdout
+    record = json.loads((run / "run.json").read_text())
+    assert (record["state"], record["reason"]) == (
+        "stopped",
+        "stopped by stop.yml before any task ran",
+    )
