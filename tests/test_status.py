@@ -56,37 +56,36 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
     assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
 
 
-def test_a_run_whose_tasks_never_started_is_not_shown_running(tmp_path: Path) -> None:
-    # What a Ctrl-C on train.yml between recording the run and starting its tasks leaves.
-    run = tmp_path / "r1"
-    run.mkdir()
-    (run / "run.json").write_text(json.dumps({**RECORD, "state": "running", "reason": ""}))
+def status_lines(run: Path) -> list[str]:
+    """What status.yml -e run=<run> prints, a stripped line each; it must succeed."""
     result = run_playbook("status.yml", "-e", f"run={run}")
     assert result.returncode == 0, result.stdout[-3000:]
-    lines = [line.strip() for line in result.stdout.splitlines()]
-    assert "- not started; no task has run (train.yml interrupted, or still starting)" in lines, (
-        result.stdout[-3000:]
-    )
+    return [line.strip() for line in result.stdout.splitlines()]
+
+
+def recorded_run(tmp_path: Path, **changes: str) -> Path:
+    """A run folder whose run.json is :data:`RECORD` with ``changes``."""
+    run = tmp_path / "r1"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({**RECORD, **changes}))
+    return run
+
+
+def test_a_run_whose_tasks_never_started_is_not_shown_running(tmp_path: Path) -> None:
+    # What a Ctrl-C on train.yml between recording the run and starting its tasks leaves.
+    lines = status_lines(recorded_run(tmp_path, state="running", reason=""))
+    assert "- not started; no task has run (train.yml interrupted, or still starting)" in lines
 
 
 def test_a_succeeded_run_shows_its_test_accuracy(tmp_path: Path) -> None:
-    run = tmp_path / "r1"
-    run.mkdir()
-    record = {**RECORD, "state": "succeeded", "reason": "chief worker-0 exited with code 0"}
-    (run / "run.json").write_text(json.dumps(record))
+    run = recorded_run(tmp_path, state="succeeded", reason="chief worker-0 exited with code 0")
     (run / "metrics.json").write_text(json.dumps({"test_accuracy": 0.97301}))
-    result = run_playbook("status.yml", "-e", f"run={run}")
-    assert result.returncode == 0, result.stdout[-3000:]
-    lines = [line.strip() for line in result.stdout.splitlines()]
-    assert "- succeeded (chief worker-0 exited with code 0); test accuracy 0.9730" in lines, (
-        result.stdout[-3000:]
-    )
+    lines = status_lines(run)
+    assert "- succeeded (chief worker-0 exited with code 0); test accuracy 0.9730" in lines
 
 
 def test_stop_of_a_run_whose_tasks_never_started_records_it_stopped(tmp_path: Path) -> None:
-    run = tmp_path / "r1"
-    run.mkdir()
-    (run / "run.json").write_text(json.dumps({**RECORD, "state": "running", "reason": ""}))
+    run = recorded_run(tmp_path, state="running", reason="")
     result = run_playbook("stop.yml", "-e", f"run={run}")
     assert result.returncode == 0, result.stdout[-3000:]
     assert "Run r1 had not started any task" in " ".join(result.stdout.split())
