@@ -33,9 +33,7 @@ def refused_run(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("form", ["{run}", "{run}/"])
 def test_status_of_a_run_given_as_its_folder(refused_run: Path, form: str) -> None:
-    result = run_playbook("status.yml", "-e", "run=" + form.format(run=refused_run))
-    assert result.returncode == 0, result.stdout[-3000:]
-    lines = [line.strip() for line in result.stdout.splitlines()]
+    lines = status_lines(form.format(run=refused_run))
     assert "- run r1 (multi_worker_mirrored)" in lines
     assert "- failed (port 23456 of worker-0 is in use)" in lines
     assert (
@@ -56,7 +54,7 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
     assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
 
 
-def status_lines(run: Path) -> list[str]:
+def status_lines(run: Path | str) -> list[str]:
     """What status.yml -e run=<run> prints, a stripped line each; it must succeed."""
     result = run_playbook("status.yml", "-e", f"run={run}")
     assert result.returncode == 0, result.stdout[-3000:]
