@@ -17,7 +17,13 @@ SMOKE = (
     "names = {d.metadata['Name'].lower().replace('_', '-') for d in m.distributions()}; "
     "print(platform.machine(), m.version('tensorflow'), "
     "'has-tensorflow-cpu' if 'tensorflow-cpu' in names else 'no-tensorflow-cpu', "
-    "cv2.__version__, numpy.__version__, float(tf.reduce_sum(tf.ones([2, 3]))))"
+    "cv2.__version__, numpy.__version__, float(tf.reduce_sum(tf.ones([2, 3]))), "
+    # A 3x3 convolution and its filter gradient (the kernels mnist_cnn trains
+    # with; the 2-node arm64 run trains mnist_mlp): 8 outputs of 9 ones each.
+    "float(tf.reduce_sum(tf.nn.conv2d(tf.ones([1, 4, 4, 1]), tf.ones([3, 3, 1, 2]), 1, 'VALID'))), "
+    "float(tf.reduce_sum(tf.raw_ops.Conv2DBackpropFilter(input=tf.ones([1, 4, 4, 1]), "
+    "filter_sizes=[3, 3, 1, 2], out_backprop=tf.ones([1, 2, 2, 2]), strides=[1, 1, 1, 1], "
+    "padding='VALID'))))"
 )
 
 
@@ -35,14 +41,14 @@ def test_arm_nodes_run_the_aarch64_tensorflow_wheel_with_opencv_and_numpy() -> N
         assert host.system_info.arch == "aarch64"
         # One Python per node: each start costs seconds under emulation.
         out = host.check_output(f"{VENV_PYTHON} -c {shlex.quote(SMOKE)}").split()
-        assert out[0] == "aarch64" and out[-1] == "6.0", out
+        assert out[0] == "aarch64" and out[-3:] == ["6.0", "72.0", "72.0"], out
         # The aarch64 wheel is `tensorflow`; x86_64 nodes get `tensorflow-cpu`.
         assert out[1] == "2.21.0" and out[2] == "no-tensorflow-cpu", out
 
 
 def test_two_arm64_nodes_trained_together_and_the_results_came_home() -> None:
     m = metrics("arm64-mwms")
-    assert m["strategy"] == "multi_worker_mirrored"
+    assert m["model"] == "mnist_mlp" and m["strategy"] == "multi_worker_mirrored"
     assert m["tasks"] == ["worker-0", "worker-1"]
     assert m["chief_host"] == "arm1"
     assert m["test_accuracy"] >= 0.85, m["test_accuracy"]
@@ -53,6 +59,7 @@ def test_two_arm64_nodes_trained_together_and_the_results_came_home() -> None:
 
 def test_an_arm64_and_an_x86_64_node_train_together() -> None:
     m = metrics("mixed-mwms")
+    assert m["model"] == "mnist_cnn"
     assert m["tasks"] == ["worker-0", "worker-1"]
     assert m["num_replicas_in_sync"] == 2
     assert m["test_accuracy"] >= 0.85, m["test_accuracy"]
