@@ -9,7 +9,7 @@ export ANSIBLE_FORCE_COLOR ?= 1
 .PHONY: help install train test lint unit integration images nodes arm64 bench clean
 
 help: ## list the commands
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(BIN)/ansible-playbook: requirements.txt requirements-tf-keras.txt
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,7 @@ BENCH_DIR := $(abspath runs)/bench-$(BENCH_ID)
 BENCH_RUN = ansible-playbook train.yml -e model=mnist_cnn -e training_run_runs_dir=$(BENCH_DIR)
 
 bench: install images ## measure speed-up, all-reduce and time to accuracy on Pi-shaped nodes (~40 min, idle machine)
+	ansible-playbook site.yml
 	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-2workers
 	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-1worker -e batch_size=128 \
 		-e '{"tf_cluster_ports": {"worker": [23456], "ps": [23458], "chief": [23459]}}'
