@@ -42,9 +42,12 @@ def last_epoch_ended(run: Path) -> bool:
     events = read_events(run / PROGRESS_FILE)
     if not any(e.get("event") == "epoch" and e.get("epoch") == EPOCHS for e in events):
         return False
-    # tf.train.CheckpointManager numbers its saves: ckpt-<n> after epoch n here.
-    backup = run / "backup" / "chief" / f"ckpt-{EPOCHS}.index"
-    return backup.exists() or (run / "metrics.json").exists()
+    # tf.train.CheckpointManager numbers its saves (ckpt-<n> after epoch n here)
+    # and names the newest in its state file once the save is whole; a kill
+    # between ckpt-2.index and that line resumes, rightly, from ckpt-1.
+    state = run / "backup" / "chief" / "checkpoint"
+    backed_up = state.exists() and f'"ckpt-{EPOCHS}"' in state.read_text()
+    return backed_up or (run / "metrics.json").exists()
 
 
 @pytest.mark.parametrize(
