@@ -45,9 +45,12 @@ def last_epoch_ended(run: Path) -> bool:
     # tf.train.CheckpointManager numbers its saves (ckpt-<n> after epoch n here)
     # and names the newest in its state file once the save is whole; a kill
     # between ckpt-2.index and that line resumes, rightly, from ckpt-1.
-    state = run / "backup" / "chief" / "checkpoint"
-    backed_up = state.exists() and f'"ckpt-{EPOCHS}"' in state.read_text()
-    return backed_up or (run / "metrics.json").exists()
+    # The backup folder goes once the results are written, perhaps right now.
+    try:
+        state = (run / "backup" / "chief" / "checkpoint").read_text()
+    except FileNotFoundError:
+        state = ""
+    return f'"ckpt-{EPOCHS}"' in state or (run / "metrics.json").exists()
 
 
 @pytest.mark.parametrize(
