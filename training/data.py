@@ -316,6 +316,39 @@ def _options(shard_policy: Any) -> tf.data.Options:
     return options
 
 
+def _no_autotune_in_device_prefetch() -> None:
+    """Turn tf.data autotuning off in the per-device stage ``fit`` adds under multi_worker_mirrored.
+
+    ``experimental_distribute_dataset`` feeds each worker through an
+    ``OwnedMultiDeviceIterator``, whose per-device prefetch is a second
+    tf.data pipeline with default options (autotuning on) and no way to
+    pass others. Deleting it at the end of ``fit`` waits for its autotuning
+    thread, which is not woken: in TF 2.21, 2 local workers, 8 epochs of
+    mnist_5k, one task sat in ``fit`` 6.8-18.5 s after its last epoch in 6
+    runs of 13 (47 s seen on a loaded machine), the other waiting for it to
+    save the model, and a stop landing then ended the task before the model
+    was written. With autotuning off there as well (a fixed buffer: nothing
+    to tune), both leave ``fit`` 0.04-0.3 s after their last epoch (12 runs of
+    12). Idempotent; a TensorFlow without the private function is left as it
+    is.
+    """
+    from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
+
+    create = getattr(mdi, "_create_device_dataset", None)
+    if create is None or getattr(create, "_raspi_tf", False):
+        return
+
+    def create_without_autotune(*args: Any, **kwargs: Any) -> Any:
+        import tensorflow as tf
+
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return create(*args, **kwargs).with_options(options)
+
+    create_without_autotune._raspi_tf = True  # type: ignore[attr-defined]
+    mdi._create_device_dataset = create_without_autotune
+
+
 def make_train_dataset(data: Dataset, global_batch_size: int, seed: int) -> tf.data.Dataset:
     """The training input of ``multi_worker_mirrored`` and of a single process.
 
@@ -340,6 +373,7 @@ def make_train_dataset(data: Dataset, global_batch_size: int, seed: int) -> tf.d
     """
     import tensorflow as tf
 
+    _no_autotune_in_device_prefetch()
     ds = tf.data.Dataset.from_tensor_slices((data.x_train, data.y_train))
     ds = ds.shuffle(len(data.x_train), seed=seed, reshuffle_each_iteration=True)
     ds = ds.batch(global_batch_size, drop_remainder=True).map(_scale).repeat().prefetch(2)
