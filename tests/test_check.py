@@ -83,6 +83,36 @@ def test_a_metrics_port_above_65535_is_refused(
     assert "worker-0: port 67222" in err and "training_run_metrics_port_offset" in err
 
 
+@pytest.mark.parametrize(
+    ("task", "refused"),
+    [
+        ({"type": "worker", "index": 1}, True),  # 23457 + 1 is ps-0's port on the same host
+        ({"type": "worker", "index": 0}, False),  # 23457 is worker-1's, but on another host
+    ],
+)
+def test_a_metrics_port_on_another_tasks_port_is_refused(
+    staged: Path,
+    task: dict,
+    refused: bool,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = {
+        "chief": ["10.0.0.2:23459"],
+        "worker": ["10.0.0.1:23456", "10.0.0.2:23457"],
+        "ps": ["10.0.0.2:23458"],
+    }
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+    argv = ["check", "--data-dir", str(staged), "--strategy", "parameter_server"]
+    assert main([*argv, "--metrics-port-offset", "1"]) == (2 if refused else 0)
+    err = " ".join(capsys.readouterr().err.split())
+    if refused:
+        assert "worker-1 on 10.0.0.2: its metrics port 23458" in err
+        assert "the TensorFlow port of ps-0 on the same host" in err
+        assert "-e training_run_metrics_port_offset=1000" in err
+    assert main([*argv, "--metrics-port-offset", "1000"]) == 0
+
+
 def test_tf_config_file_that_is_missing(staged: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--data-dir", str(staged), "--tf-config-file", "/nonexistent"]) == 2
     assert "cannot read --tf-config-file" in capsys.readouterr().err

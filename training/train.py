@@ -182,10 +182,10 @@ def check(config: TrainConfig) -> TFConfig | None:
         raise TrainError(f"startup_timeout={config.startup_timeout} must be 0 or more seconds")
     if not 0 <= config.metrics_port_offset < 65535:
         raise TrainError(
-            f"metrics_port_offset={config.metrics_port_offset} must be 0 (no metrics) or a "
-            "positive offset, such as 1000"
+            f"training_run_metrics_port_offset={config.metrics_port_offset} must be 0 (no "
+            "metrics) to 65534. Fix: -e training_run_metrics_port_offset=1000"
         )
-    _metrics_port(config, tf_config)  # raises when port + offset is above 65535
+    _metrics_port(config, tf_config)  # raises when the port is above 65535 or a task's
     lr = config.learning_rate
     if lr is not None and not (math.isfinite(lr) and lr > 0):
         raise TrainError(f"learning_rate={lr} must be a positive number, such as 0.001")
@@ -511,15 +511,37 @@ def _evaluator(model: Any, data: datasets.Dataset, keras: Any) -> Any:
 
 
 def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
+    """The task's Prometheus port: its TF_CONFIG port + ``metrics_port_offset``; 0 for none.
+
+    Raises:
+        TrainError: the port is above 65535, or it is the TensorFlow port of a
+            task on the same host (an offset smaller than the spread of that
+            host's ports): that task could not start its gRPC server.
+    """
     if not config.metrics_port_offset or tf_config is None:
         return 0
-    port = int(tf_config.task.address.rsplit(":", 1)[1]) + config.metrics_port_offset
+    offset = config.metrics_port_offset
+    port = int(tf_config.task.address.rsplit(":", 1)[1]) + offset
     if port > 65535:
         raise TrainError(
             f"{tf_config.task.name}: port {port} (its TF_CONFIG port + metrics_port_offset "
-            f"{config.metrics_port_offset}) is above 65535. Fix: a smaller "
+            f"{offset}) is above 65535. Fix: a smaller "
             "training_run_metrics_port_offset (such as 1000), or 0 for no metrics"
         )
+
+    def same_host(host: str) -> bool:
+        here = tf_config.task.host
+        return host.lower() == here.lower() or (is_loopback(host) and is_loopback(here))
+
+    for other in tf_config.tasks:
+        if same_host(other.host) and other.address.rsplit(":", 1)[1] == str(port):
+            raise TrainError(
+                f"{tf_config.task.name} on {tf_config.task.host}: its metrics port {port} (its "
+                f"TF_CONFIG port + training_run_metrics_port_offset {offset}) is the TensorFlow "
+                f"port of {other.name} on the same host. Fix: an offset above the spread of the "
+                "ports on one host, such as -e training_run_metrics_port_offset=1000, or 0 "
+                "for no metrics"
+            )
     return port
 
 
