@@ -45,3 +45,23 @@ def test_site_refuses_an_unknown_dataset_before_any_role_runs() -> None:
     assert result.returncode != 0
     assert "dataset=cifar is unknown. Fix: -e dataset=mnist_5k" in text, text[-2000:]
     assert "tf_runtime" not in text  # was refused only after the venv's import smoke test
+
+
+@pytest.mark.parametrize("kind", ["relative", "file"])
+def test_a_runs_folder_that_cannot_hold_runs_is_refused_before_the_run(
+    tmp_path: Path, kind: str
+) -> None:
+    # A relative folder was made under playbooks/ and then looked for in the project: the
+    # run started and its follower failed; a file gave a raw "Not a directory".
+    if kind == "file":
+        given = tmp_path / "a-file"
+        given.write_text("")
+        said = f"training_run_runs_dir={given} is a file, not a folder. Fix:"
+    else:
+        given = Path("myruns")
+        said = "training_run_runs_dir=myruns is a relative path. Fix: an absolute one"
+    result = run_playbook("train.yml", "-e", f"training_run_runs_dir={given}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert said in text, text[-2000:]
+    assert not (Path(__file__).parents[1] / "playbooks" / "myruns").exists()
