@@ -77,3 +77,14 @@ def test_names_the_inventory_reads_can_be_allowed() -> None:
     text = " ".join(result.stdout.split())
     assert "no raspi-tf playbook or role reads" not in text
     assert "PLAY [Stop a run]" in text
+
+
+def test_words_that_are_not_name_value_are_refused_as_such() -> None:
+    # Was "-e _raw_params: no raspi-tf playbook or role reads this variable".
+    result = run_playbook("train.yml", "-e", "epochs= 3")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e: '3' is not part of a name=value" in text, text[-2000:]
+    assert "Fix: -e name=value with nothing around '=', such as -e epochs=3" in text
+    assert "_raw_params" not in text.split("fatal:")[-1].split("msg:")[-1]
+    assert text.count("PLAY [") == 1

@@ -21,7 +21,8 @@ name: raspi_tf_unknown_extra_vars
 short_description: The -e variable names that no raspi-tf playbook or role reads
 description:
   - Returns one dict per unknown name, in the order given, with keys C(name) and
-    C(suggestion) (the closest known name, or an empty string).
+    C(suggestion) (the closest known name, or an empty string); for words that are not
+    name=value (C(-e 'epochs= 3')), C(name) is C(_raw_params) and C(raw) holds them.
   - Known names are the keys of every role's defaults, vars and argument specs, the
     short names roles read as C(name | default(...)) (model, epochs, ...), node
     attributes read through hostvars, every C(ansible_*) name, and O(allowed).
@@ -68,6 +69,10 @@ def known_names(repo: Path = REPO) -> set[str]:
     return {name for name in names if not name.startswith("__")}
 
 
+#: The name Ansible gives the words of an -e that are not name=value ("-e 'epochs= 3'").
+RAW = "_raw_params"
+
+
 def unknown(given: list[str], known: set[str]) -> list[dict[str, str]]:
     """The names of ``given`` that are not ``known`` nor ``ansible_*``, with the closest known one.
 
@@ -94,5 +99,9 @@ class LookupModule(LookupBase):
     def run(self, terms: list[Any], variables: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         """The unknown -e names of this ansible-playbook command, as ``unknown()`` gives them."""
         self.set_options(var_options=variables, direct=kwargs)
-        given = list(load_extra_vars(self._loader))
-        return unknown(given, known_names() | set(self.get_option("allowed")))
+        extra = load_extra_vars(self._loader)
+        result = unknown(list(extra), known_names() | set(self.get_option("allowed")))
+        for item in result:
+            if item["name"] == RAW:
+                item["raw"] = str(extra[RAW])
+        return result
