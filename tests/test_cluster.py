@@ -70,6 +70,8 @@ def test_bad_task(text: str, expected: str) -> None:
         ({"worker": ["10.0.0.1:80"]}, "port 80 is outside 1024-65535"),
         ({"worker": ["10.0.0.1:70000"]}, "port 70000 is outside"),
         ({"worker": ["10.0.0.1"]}, "has no port"),
+        ({"worker": ["999.1.1.1:2222"]}, r"999.1.1.1 is not an IPv4 .* fix tf_cluster_address"),
+        ({"worker": ["10.0.1:2222"]}, "10.0.1 is not an IPv4 address"),
         ({"worker": ["10.0.0.1:22x2"]}, "not an integer"),
         (
             {"worker": ["127.0.0.1:2222", "10.0.0.2:2222"]},

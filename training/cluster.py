@@ -160,9 +160,10 @@ def validate_cluster(
             (``inventory host pi2``), added to messages.
 
     Raises:
-        ClusterConfigError: unknown job, empty job, malformed address, port
-            outside 1024-65535, the same host:port twice, a loopback address
-            in a cluster spanning several hosts, or a job layout the strategy
+        ClusterConfigError: unknown job, empty job, malformed address (or
+            digits and dots that are not an IPv4 address), port outside
+            1024-65535, the same host:port twice, a loopback address in a
+            cluster spanning several hosts, or a job layout the strategy
             cannot run.
     """
     labels = labels or {}
@@ -198,6 +199,16 @@ def validate_cluster(
         if not isinstance(task.address, str):
             raise ClusterConfigError(f"task {task.name}: address {task.address!r} is not a string")
         host, port = split_address(task.address)
+        if host.replace(".", "").isdigit():
+            # Digits and dots are meant as IPv4; a resolver would take "999.1.1.1" as a
+            # name and the task would wait out the startup timeout for nothing.
+            try:
+                ipaddress.IPv4Address(host)
+            except ValueError:
+                raise ClusterConfigError(
+                    f"task {where(task)}: {host} is not an IPv4 address (four numbers 0-255); "
+                    "fix tf_cluster_address (or ansible_host) of its host in the inventory"
+                ) from None
         if not PORT_MIN <= port <= PORT_MAX:
             raise ClusterConfigError(
                 f"task {where(task)}: port {port} is outside {PORT_MIN}-{PORT_MAX}; "
