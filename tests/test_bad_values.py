@@ -65,3 +65,15 @@ def test_a_runs_folder_that_cannot_hold_runs_is_refused_before_the_run(
     assert result.returncode != 0
     assert said in text, text[-2000:]
     assert not (Path(__file__).parents[1] / "playbooks" / "myruns").exists()
+
+
+def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -> None:
+    # A folder there crashed the launcher (IsADirectoryError) after the run was named.
+    runs = tmp_path / "runs"
+    (runs / "latest").mkdir(parents=True)
+    result = run_playbook("train.yml", "-e", f"training_run_runs_dir={runs}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert f"{runs}/latest is a folder, not the link to the newest run" in text, text[-2000:]
+    assert f"Fix: rename it (mv {runs}/latest {runs}/latest.mine)" in text
+    assert sorted(p.name for p in runs.iterdir()) == ["latest"]
