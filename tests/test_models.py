@@ -130,6 +130,24 @@ def test_a_broken_model_module_is_named_with_the_fix(
 
 
 @pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("def build(learning_rate)\n    pass\n", "broken_import_0.py, line 1 cannot be imported: "),
+        ("import os\n\nx = undefined_name\n", "broken_import_1.py, line 3 cannot be imported: "),
+    ],
+)
+def test_a_model_module_that_cannot_be_imported_is_named_with_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
+) -> None:
+    # A syntax error printed Python's whole traceback as train.yml's error, with no fix.
+    name = f"broken_import_{'undefined' in source:d}"
+    add_model_module(tmp_path, monkeypatch, name, source)
+    with pytest.raises(models.ModelError, match="cannot be imported") as err:
+        models.get(name)
+    assert message in str(err.value) and "Fix: correct the module there" in str(err.value)
+
+
+@pytest.mark.parametrize(
     ("scaling", "replicas", "expected"),
     [("sqrt", 4, 0.002), ("sqrt", 1, 0.001), ("linear", 3, 0.003), ("none", 8, 0.001)],
 )

@@ -20,7 +20,9 @@ import importlib
 import inspect
 import math
 import pkgutil
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 # For a model of one's own: ``from training.models import compile_model`` (README).
@@ -41,7 +43,7 @@ class UnknownModelError(LookupError):
 
 
 class ModelError(TypeError):
-    """A model module whose ``build`` does not return a compiled tf_keras model."""
+    """A model module that cannot be imported, or whose ``build`` fails or returns no model."""
 
 
 def available() -> list[str]:
@@ -54,13 +56,25 @@ def get(name: str) -> Callable[..., Any]:
 
     Raises:
         UnknownModelError: no such module; the message lists the known models.
+        ModelError: the module cannot be imported (a syntax error, a missing
+            import, anything it raises at import).
     """
     if name not in available():
         raise UnknownModelError(
             f"model {name!r} is unknown; known models: {', '.join(available())} "
             "(add one as a module in training/models/)"
         )
-    module = importlib.import_module(f"{__name__}.{name}")
+    try:
+        module = importlib.import_module(f"{__name__}.{name}")
+    except Exception as err:
+        lineno = err.lineno if isinstance(err, SyntaxError) else None
+        for frame in traceback.extract_tb(err.__traceback__):
+            if Path(frame.filename).name == f"{name}.py":
+                lineno = frame.lineno  # the module's own line that raised
+        raise ModelError(
+            f"training/models/{name}.py{f', line {lineno}' if lineno else ''} cannot be "
+            f"imported: {type(err).__name__}: {err}. Fix: correct the module there"
+        ) from err
     build = getattr(module, "build", None)
     if not callable(build):
         raise UnknownModelError(
