@@ -178,3 +178,42 @@ def test_the_summary_says_how_the_step_size_was_scaled_or_why_not(
     scaling: str, replicas: int, asynchronous: bool, rule: str
 ) -> None:
     assert models.learning_rate_rule(0.001, replicas, scaling, asynchronous) == rule
+
+
+@pytest.mark.parametrize(
+    ("layers", "message"),
+    [
+        (
+            "keras.Input(shape=(28, 28)), keras.layers.Flatten(), keras.layers.Dense(7)",
+            "gives outputs of shape (1, 7) for one image; the datasets have 10 classes. Fix: end",
+        ),
+        (
+            "keras.Input(shape=(32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(10)",
+            "the model takes no batch of 28x28 images",
+        ),
+    ],
+)
+def test_the_control_node_check_refuses_a_model_the_data_does_not_fit(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    layers: str,
+    message: str,
+) -> None:
+    # Each task found it only in its first step: both workers crash-looped to the restart limit.
+    from training.cli import main
+
+    name = f"misfit_{'32' in layers:d}"
+    source = (
+        "import tf_keras as keras\n"
+        "from training.models import compile_model\n\n\n"
+        "def build(learning_rate, steps_per_execution=1):\n"
+        f"    model = keras.Sequential([{layers}])\n"
+        "    return compile_model(model, learning_rate, steps_per_execution)\n"
+    )
+    add_model_module(tmp_path, monkeypatch, name, source)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    assert main(["check", "--no-data", "--build", "--model", name]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"training/models/{name}.py: " in err and message in err, err
+    assert main(["check", "--no-data", "--build", "--model", "mnist_mlp"]) == 0

@@ -396,9 +396,35 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _build_once(config: TrainConfig) -> None:
-    """Build and compile ``config.model`` as a task would, outside any strategy."""
+    """Build and compile ``config.model`` as a task would, outside any strategy.
+
+    Then feed it one blank image: every dataset is 28x28 digits in 10 classes
+    (training.data), so a model must map float32 (n, 28, 28) to (n, 10) logits.
+
+    Raises:
+        training.models.ModelError: ``build`` fails, or its model takes no
+            28x28 image or gives other than 10 outputs (which every task
+            would only find in its first step, at each restart).
+    """
+    import numpy as np
+
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     spe = models.resolve_steps_per_execution(
         config.model, config.steps_per_execution, config.strategy
     )
-    models.build(config.model, config.learning_rate or models.learning_rate(config.model), spe)
+    lr = config.learning_rate or models.learning_rate(config.model)
+    model = models.build(config.model, lr, spe)
+    where = f"training/models/{config.model}.py"
+    try:
+        shape = tuple(model(np.zeros((1, 28, 28), np.float32), training=False).shape)
+    except Exception as err:
+        raise models.ModelError(
+            f"{where}: the model takes no batch of 28x28 images: {type(err).__name__}: "
+            f"{str(err).splitlines()[0] if str(err) else ''}. Fix: start it with "
+            "keras.Input(shape=(28, 28))"
+        ) from err
+    if shape != (1, 10):
+        raise models.ModelError(
+            f"{where}: the model gives outputs of shape {shape} for one image; the datasets "
+            "have 10 classes. Fix: end it with keras.layers.Dense(10) (logits)"
+        )
