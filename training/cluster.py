@@ -145,6 +145,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def host_key(host: str) -> str:
+    """``host`` as one machine is known by: ``loopback`` for any loopback name, else lowercase."""
+    return "loopback" if is_loopback(host) else host.lower()
+
+
 def validate_cluster(
     cluster: Mapping[str, Sequence[str]],
     strategy: str | None = None,
@@ -214,14 +219,14 @@ def validate_cluster(
                 f"task {where(task)}: port {port} is outside {PORT_MIN}-{PORT_MAX}; "
                 "pick an unprivileged port such as 2222"
             )
-        key = f"{'loopback' if is_loopback(host) else host.lower()}:{port}"
+        key = f"{host_key(host)}:{port}"
         if key in seen:
             raise ClusterConfigError(
                 f"tasks {where(seen[key])} and {where(task)} use the same address; "
                 "give every task on a host its own port"
             )
         seen[key] = task
-        hosts.add("loopback" if is_loopback(host) else host.lower())
+        hosts.add(host_key(host))
 
     if len(hosts) > 1:
         for task in tasks:

@@ -34,7 +34,7 @@ from training.backup import (
     remove_chief_backup,
     remove_synced_backup,
 )
-from training.cluster import TFConfig, is_loopback, parse_tf_config
+from training.cluster import TFConfig, host_key, is_loopback, parse_tf_config, split_address
 from training.exporter import Exporter
 from training.progress import (
     PROGRESS_FILE,
@@ -521,22 +521,18 @@ def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
     if not config.metrics_port_offset or tf_config is None:
         return 0
     offset = config.metrics_port_offset
-    port = int(tf_config.task.address.rsplit(":", 1)[1]) + offset
+    here, own_port = split_address(tf_config.task.address)
+    port = own_port + offset
     if port > 65535:
         raise TrainError(
             f"{tf_config.task.name}: port {port} (its TF_CONFIG port + metrics_port_offset "
             f"{offset}) is above 65535. Fix: a smaller "
             "training_run_metrics_port_offset (such as 1000), or 0 for no metrics"
         )
-
-    def same_host(host: str) -> bool:
-        here = tf_config.task.host
-        return host.lower() == here.lower() or (is_loopback(host) and is_loopback(here))
-
     for other in tf_config.tasks:
-        if same_host(other.host) and other.address.rsplit(":", 1)[1] == str(port):
+        if host_key(other.host) == host_key(here) and split_address(other.address)[1] == port:
             raise TrainError(
-                f"{tf_config.task.name} on {tf_config.task.host}: its metrics port {port} (its "
+                f"{tf_config.task.name} on {here}: its metrics port {port} (its "
                 f"TF_CONFIG port + training_run_metrics_port_offset {offset}) is the TensorFlow "
                 f"port of {other.name} on the same host. Fix: an offset above the spread of the "
                 "ports on one host, such as -e training_run_metrics_port_offset=1000, or 0 "
