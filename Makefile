@@ -37,16 +37,29 @@ unit: install ## fast tests: cluster rules, registry, data, rendered TF_CONFIGs
 integration: install ## real local runs through the playbooks (minutes)
 	pytest -m integration
 
+# molecule prints its teardown after the verifier's results, so a CI log's tail
+# showed "Verifier tests failed" and not which test: a failed scenario ends by
+# repeating its failed tests and tasks, at most 15 lines (CI shows a log's last
+# few dozen); the whole log stays in $(MOLECULE_LOGS).
+MOLECULE_LOGS ?= $(or $(TMPDIR),/tmp)/raspi-tf-molecule
+define molecule_test
+	@mkdir -p $(MOLECULE_LOGS)
+	set -o pipefail; COLUMNS=$${COLUMNS:-200} molecule test -s $(1) 2>&1 | tee $(MOLECULE_LOGS)/$(1).log || { \
+	  echo "== molecule scenario $(1) failed; its failure lines (whole log: $(MOLECULE_LOGS)/$(1).log):"; \
+	  grep -aE '(FAILED|ERROR) tests/|fatal: \[|failed=[1-9]' $(MOLECULE_LOGS)/$(1).log | tail -n 15; \
+	  exit 1; }
+endef
+
 images: ## build the node image the container tests boot (needs a Docker engine)
 	molecule/images/build.sh amd64
 
 nodes: install images ## node tests in Docker: refused nodes, then molecule's 3-node cluster
 	pytest -m docker
-	molecule test -s cluster
+	$(call molecule_test,cluster)
 
 arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64 cluster (needs binfmt_misc)
 	molecule/images/build.sh arm64
-	molecule test -s arm64
+	$(call molecule_test,arm64)
 
 # The benchmark's cases go into runs/bench-$(BENCH_ID)/, one folder each.
 BENCH_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
