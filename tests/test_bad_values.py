@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import socket
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_playbook
+from tests.conftest import free_ports, run_playbook
 
 
 @pytest.mark.parametrize(
@@ -77,3 +79,28 @@ def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -
     assert f"{runs}/latest is a folder, not the link to the newest run" in text, text[-2000:]
     assert f"Fix: rename it (mv {runs}/latest {runs}/latest.mine)" in text
     assert sorted(p.name for p in runs.iterdir()) == ["latest"]
+
+
+def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
+    # Was only a warning in the task's own log: the run trained and Prometheus never saw the task.
+    low, mid, high = sorted(free_ports(3))
+    offset = high - mid  # worker-0 (port mid) would serve metrics on high, which is taken
+    ports = {"worker": [mid, low], "ps": free_ports(1), "chief": free_ports(1)}
+    runs = tmp_path / "runs"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", high))
+        busy.listen()
+        result = run_playbook(
+            "train.yml",
+            "-e", json.dumps({"tf_cluster_ports": ports}),
+            "-e", f"training_run_metrics_port_offset={offset}",
+            "-e", f"training_run_runs_dir={runs}",
+        )  # fmt: skip
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        f"Host localhost: worker-0's metrics port {high} (its TensorFlow port + "
+        f"training_run_metrics_port_offset {offset}) is in use." in text
+    ), text[-2000:]
+    assert "-e training_run_metrics_port_offset=0" in text
+    assert not runs.exists() or not any(runs.iterdir())
