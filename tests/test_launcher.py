@@ -324,6 +324,11 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
         handle.write(json.dumps(end) + "\n")
     (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("finished: ")
+    # A poll between the end's line and the outcome does not repeat the end (it said
+    # "finished: ... (no news for 1 s)" a second time).
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == (
+        "training finished; waiting for the chief to write its results and exit"
+    )
     (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "succeeded"}))
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == "succeeded"
 

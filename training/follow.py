@@ -270,6 +270,9 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         nothing_new = bool(events) and seen >= len(events)
         if current["state"] == "succeeded" and nothing_new:
             final = "succeeded"  # its "finished: ..." line came with an earlier poll
+        elif current["state"] == "running" and nothing_new and events[-1]["event"] == "end":
+            # Its "finished: ..." line came with an earlier poll; the outcome is still to come.
+            final = "training finished; waiting for the chief to write its results and exit"
         elif current["state"] == "running" and nothing_new:
             final = current["line"] + _quiet_for(events[-1])
         else:
