@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -104,3 +105,47 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
     ), text[-2000:]
     assert "-e training_run_metrics_port_offset=0" in text
     assert not runs.exists() or not any(runs.iterdir())
+
+
+@pytest.mark.parametrize("group", ["worker", "chief"])
+def test_a_mistyped_host_in_a_local_inventory_is_named_with_the_fix(
+    tmp_path: Path, group: str
+) -> None:
+    # The fix given was "use training_run_launcher=systemd", which is wrong for a typo; a typo in
+    # a group that the strategy does not use (chief, under multi_worker_mirrored) said nothing.
+    inventory = tmp_path / "inventory"
+    shutil.copytree(Path(__file__).parents[1] / "inventory" / "local", inventory)
+    hosts = inventory / "hosts.yml"
+    text = hosts.read_text()
+    typo = text.replace(
+        f"{group}:\n          hosts:\n            localhost:",
+        f"{group}:\n          hosts:\n            locahost:",
+    )
+    assert typo != text
+    hosts.write_text(typo)
+    runs = tmp_path / "runs"
+    result = run_playbook("-i", str(inventory), "train.yml", "-e", f"training_run_runs_dir={runs}")
+    said = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "starts every task on the control node (localhost), but the cluster's groups name "
+        "locahost. Fix: if that is this machine (a typo?), name it localhost" in said
+    ), said[-2000:]
+    assert not runs.exists()
+
+
+def test_all_reduce_settings_with_parameter_server_are_refused(tmp_path: Path) -> None:
+    # all_reduce_dtype was refused there, all_reduce=ring and pack_bytes accepted and ignored.
+    runs = tmp_path / "runs"
+    result = run_playbook(
+        "train.yml",
+        "-e", "strategy=parameter_server", "-e", "all_reduce=ring", "-e", "pack_bytes=32768",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "all_reduce=ring, pack_bytes=32768 do not fit strategy=parameter_server: parameter_server "
+        "has no all-reduce. Fix: leave them out" in text
+    ), text[-2000:]
+    assert not runs.exists()
