@@ -54,6 +54,18 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
     assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
 
 
+def test_a_folder_without_a_record_says_why_and_how_to_clear_it(tmp_path: Path) -> None:
+    # A train.yml interrupted between making the run's folder and recording the run leaves it
+    # empty; status.yml and stop.yml said only "No run <id>", of a folder the user could see.
+    (tmp_path / "20261202T094640Z-mnist_cnn-mwms").mkdir()
+    for playbook in ("status.yml", "stop.yml"):
+        result = run_playbook(playbook, "-e", f"run={tmp_path}/20261202T094640Z-mnist_cnn-mwms")
+        text = " ".join(result.stdout.split())
+        assert result.returncode != 0
+        assert "20261202T094640Z-mnist_cnn-mwms has no run.json: not a run, or one whose" in text
+        assert f"rmdir {tmp_path}/20261202T094640Z-mnist_cnn-mwms" in text, text[-2000:]
+
+
 def status_lines(run: Path | str) -> list[str]:
     """What status.yml -e run=<run> prints, a stripped line each; it must succeed."""
     result = run_playbook("status.yml", "-e", f"run={run}")
