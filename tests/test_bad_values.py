@@ -7,6 +7,7 @@ import shutil
 import socket
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import free_ports, run_playbook
@@ -88,6 +89,11 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
     offset = high - mid  # worker-0 (port mid) would serve metrics on high, which is taken
     ports = {"worker": [mid, low], "ps": free_ports(1), "chief": free_ports(1)}
     runs = tmp_path / "runs"
+    data = tmp_path / "datasets"  # the tasks' start-up check comes first and needs a dataset
+    data.mkdir()
+    images = np.zeros((256, 28, 28), np.uint8)
+    labels = np.arange(256, dtype=np.uint8) % 10
+    np.savez(data / "mnist_5k.npz", x_train=images, y_train=labels, x_test=images, y_test=labels)
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", high))
         busy.listen()
@@ -96,6 +102,7 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
             "-e", json.dumps({"tf_cluster_ports": ports}),
             "-e", f"training_run_metrics_port_offset={offset}",
             "-e", f"training_run_runs_dir={runs}",
+            "-e", f"training_data_dir={data}",
         )  # fmt: skip
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
