@@ -160,6 +160,17 @@ def test_derive_parameter_server() -> None:
     assert servers == {"ps-0": True, "worker-0": True, "worker-1": True, "chief-0": False}
 
 
+def test_derive_refuses_a_port_list_of_no_job() -> None:
+    # A misspelt job's ports were ignored: the host then ran fewer tasks than the user listed.
+    hv = {"box": {"tf_cluster_ports": {"worker": [3000], "workers": [3001]}}}
+    with pytest.raises(ClusterConfigError) as err:
+        derive_cluster({"worker": ["box"]}, hv, "multi_worker_mirrored", JOBS)
+    assert str(err.value) == (
+        "host box: tf_cluster_ports has 'workers', which is not a TensorFlow job; "
+        "the jobs are chief, ps, worker (did you mean worker?)"
+    )
+
+
 def test_derive_several_tasks_per_host_in_port_order() -> None:
     hv = {"box": {"tf_cluster_address": "10.0.0.9", "tf_cluster_ports": {"worker": [3001, 3000]}}}
     spec = derive_cluster({"worker": ["box"]}, hv, "multi_worker_mirrored", JOBS)

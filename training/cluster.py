@@ -13,6 +13,7 @@ The TF_CONFIG format is the one TensorFlow documents for multi-worker training
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 from collections.abc import Mapping, Sequence
@@ -435,6 +436,15 @@ def _inventory_hint(message: str) -> str:
 
 def _host_ports(host: str, hv: Mapping[str, Any], job: str) -> list[int]:
     ports_by_job = hv.get("tf_cluster_ports")
+    jobs = sorted({j for js in STRATEGY_JOBS.values() for j in js})
+    for key in ports_by_job if isinstance(ports_by_job, Mapping) else ():
+        if key not in jobs:
+            close = difflib.get_close_matches(str(key), jobs, n=1)
+            raise ClusterConfigError(
+                f"host {host}: tf_cluster_ports has {key!r}, which is not a TensorFlow job; "
+                f"the jobs are {', '.join(jobs)}"
+                + (f" (did you mean {close[0]}?)" if close else "")
+            )
     if not isinstance(ports_by_job, Mapping) or job not in ports_by_job:
         raise ClusterConfigError(
             f"host {host} is in the {job} group but tf_cluster_ports has no {job!r} entry; "
