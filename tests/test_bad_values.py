@@ -13,6 +13,14 @@ import pytest
 from tests.conftest import free_ports, run_playbook
 
 
+def refused(*args: str) -> str:
+    """Run ansible-playbook with ``args``, require it to fail; its output on one line."""
+    result = run_playbook(*args)
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0, text[-2000:]
+    return text
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
@@ -35,18 +43,14 @@ from tests.conftest import free_ports, run_playbook
 )
 def test_a_bad_number_is_refused_before_the_run(tmp_path: Path, given: str, said: str) -> None:
     runs = tmp_path / "runs"
-    result = run_playbook("train.yml", "-e", given, "-e", f"training_run_runs_dir={runs}")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = refused("train.yml", "-e", given, "-e", f"training_run_runs_dir={runs}")
     assert said in text, text[-2000:]
     assert "usage:" not in text and "argument_spec_data" not in text
     assert not runs.exists() or not any(runs.iterdir())
 
 
 def test_site_refuses_an_unknown_dataset_before_any_role_runs() -> None:
-    result = run_playbook("site.yml", "-e", "dataset=cifar")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = refused("site.yml", "-e", "dataset=cifar")
     assert "dataset=cifar is unknown. Fix: -e dataset=mnist_5k" in text, text[-2000:]
     assert "tf_runtime" not in text  # was refused only after the venv's import smoke test
 
@@ -64,9 +68,7 @@ def test_a_runs_folder_that_cannot_hold_runs_is_refused_before_the_run(
     else:
         given = Path("myruns")
         said = "training_run_runs_dir=myruns is a relative path. Fix: an absolute one"
-    result = run_playbook("train.yml", "-e", f"training_run_runs_dir={given}")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = refused("train.yml", "-e", f"training_run_runs_dir={given}")
     assert said in text, text[-2000:]
     assert not (Path(__file__).parents[1] / "playbooks" / "myruns").exists()
 
@@ -75,9 +77,7 @@ def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -
     # A folder there crashed the launcher (IsADirectoryError) after the run was named.
     runs = tmp_path / "runs"
     (runs / "latest").mkdir(parents=True)
-    result = run_playbook("train.yml", "-e", f"training_run_runs_dir={runs}")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = refused("train.yml", "-e", f"training_run_runs_dir={runs}")
     assert f"{runs}/latest is a folder, not the link to the newest run" in text, text[-2000:]
     assert f"Fix: rename it (mv {runs}/latest {runs}/latest.mine)" in text
     assert sorted(p.name for p in runs.iterdir()) == ["latest"]
@@ -97,15 +97,13 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", high))
         busy.listen()
-        result = run_playbook(
+        text = refused(
             "train.yml",
             "-e", json.dumps({"tf_cluster_ports": ports}),
             "-e", f"training_run_metrics_port_offset={offset}",
             "-e", f"training_run_runs_dir={runs}",
             "-e", f"training_data_dir={data}",
         )  # fmt: skip
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
     assert (
         f"Host localhost: worker-0's metrics port {high} (its TensorFlow port + "
         f"training_run_metrics_port_offset {offset}) is in use." in text
@@ -131,9 +129,7 @@ def test_a_mistyped_host_in_a_local_inventory_is_named_with_the_fix(
     assert typo != text
     hosts.write_text(typo)
     runs = tmp_path / "runs"
-    result = run_playbook("-i", str(inventory), "train.yml", "-e", f"training_run_runs_dir={runs}")
-    said = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    said = refused("-i", str(inventory), "train.yml", "-e", f"training_run_runs_dir={runs}")
     assert (
         "starts every task on the control node (localhost), but the cluster's groups name "
         "locahost. Fix: if that is this machine (a typo?), name it localhost" in said
@@ -144,13 +140,11 @@ def test_a_mistyped_host_in_a_local_inventory_is_named_with_the_fix(
 def test_all_reduce_settings_with_parameter_server_are_refused(tmp_path: Path) -> None:
     # all_reduce_dtype was refused there, all_reduce=ring and pack_bytes accepted and ignored.
     runs = tmp_path / "runs"
-    result = run_playbook(
+    text = refused(
         "train.yml",
         "-e", "strategy=parameter_server", "-e", "all_reduce=ring", "-e", "pack_bytes=32768",
         "-e", f"training_run_runs_dir={runs}",
     )  # fmt: skip
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
     assert (
         "all_reduce=ring, pack_bytes=32768 do not fit strategy=parameter_server: parameter_server "
         "has no all-reduce. Fix: leave them out" in text
