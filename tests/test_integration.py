@@ -90,6 +90,7 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
 
 
 def start_train(runs: Path, *extra: str) -> subprocess.Popen[str]:
+    """train.yml in the background, in a session of its own (a terminal's Ctrl-C: killpg)."""
     return subprocess.Popen(
         [str(BIN / "ansible-playbook"), "train.yml", "-e", f"training_run_runs_dir={runs}", *extra],
         cwd=ROOT,
@@ -97,6 +98,7 @@ def start_train(runs: Path, *extra: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     )
 
 
@@ -199,6 +201,24 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
     record = json.loads((latest / "run.json").read_text())
     assert (record["state"], record["reason"]) == ("stopped", "stopped by stop.yml")
     assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
+
+
+def test_follow_takes_up_a_run_after_ctrl_c_on_train_yml(provisioned: None, tmp_path: Path) -> None:
+    play = start_train(tmp_path, "-e", "epochs=5")
+    wait_for_epoch(tmp_path, 1)
+    os.killpg(play.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+    output, _ = play.communicate(timeout=120)
+    assert play.returncode != 0 and "User interrupted execution" in output, output[-2000:]
+    latest = tmp_path / "latest"
+    assert json.loads((latest / "run.json").read_text())["state"] == "running"
+    follow = run_playbook("follow.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert follow.returncode == 0, follow.stdout[-3000:]
+    assert "epoch 5/5" in follow.stdout  # the epochs it had not shown yet
+    assert re.search(r"test accuracy 0\.9\d+ on 1000 held-out images", follow.stdout)
+    record = json.loads((latest / "run.json").read_text())
+    assert (record["state"], record["model"]) == ("succeeded", "mnist_cnn")
+    assert (latest / "model.keras").exists() and (latest / "metrics.json").exists()
+    assert not training_processes()
 
 
 def starts_of(run: Path, task: str) -> list[int]:

@@ -105,3 +105,63 @@ def test_stop_of_a_run_whose_tasks_never_started_records_it_stopped(tmp_path: Pa
         "stopped",
         "stopped by stop.yml before any task ran",
     )
+
+
+def orphaned_run(tmp_path: Path) -> Path:
+    """A local run recorded as running whose launcher and tasks were killed (kill -9): no
+    train.yml saw the end."""
+    run = recorded_run(tmp_path, state="running", reason="")
+    dead = {"pid": 999999, "state": "running", "restarts": 0}
+    state = {"pid": 999999, "state": "running", "chief": "worker-0"}
+    (run / "launcher.json").write_text(
+        json.dumps({**state, "tasks": {"worker-0": dead, "worker-1": dead}})
+    )
+    return run
+
+
+def test_a_run_nobody_saw_end_is_not_shown_running(tmp_path: Path) -> None:
+    text = " ".join(status_lines(orphaned_run(tmp_path)))
+    assert "- running" not in text.split("- task")[0]
+    assert (
+        "ended, not yet recorded: no task runs any more and no train.yml saw the end. "
+        "Fix: ansible-playbook follow.yml -e run=r1" in text
+    ), text
+
+
+def test_follow_records_how_a_run_nobody_saw_end_ended(tmp_path: Path) -> None:
+    run = orphaned_run(tmp_path)
+    result = run_playbook("follow.yml", "-e", f"run={run}")
+    assert result.returncode != 0  # it did not succeed, and follow.yml says so
+    assert "Run r1 failed: the launcher died" in " ".join(result.stdout.split())
+    record = json.loads((run / "run.json").read_text())
+    assert (record["state"], record["reason"]) == (
+        "failed",
+        "the launcher died; see logs/launcher.log",
+    )
+    assert record["model"] == "mnist_cnn" and record["tasks"] == ["worker-0", "worker-1"]
+    again = run_playbook("follow.yml", "-e", f"run={run}")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "Run r1 already ended (failed: the launcher died" in " ".join(again.stdout.split())
+
+
+def test_follow_of_a_run_that_never_started_a_task_says_so(tmp_path: Path) -> None:
+    run = recorded_run(tmp_path, state="running", reason="")
+    result = run_playbook("follow.yml", "-e", f"run={run}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "Run r1 never started a task" in text
+    assert "Fix: ansible-playbook stop.yml -e run=r1 records it as stopped" in text
+    assert json.loads((run / "run.json").read_text())["state"] == "running"
+
+
+def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
+    run = orphaned_run(tmp_path)
+    record = json.loads((run / "run.json").read_text())
+    record["tasks"].append("worker-2")
+    (run / "run.json").write_text(json.dumps(record))
+    result = run_playbook("follow.yml", "-e", f"run={run}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "Run r1 ran worker-0, worker-1, worker-2 with training_run_launcher=local" in text
+    assert "Fix: -i <the inventory the run was started with>" in text
+    assert json.loads((run / "run.json").read_text())["state"] == "running"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -31,12 +32,14 @@ def node(name: str):
 
 
 def playbook(name: str, *extra: str) -> subprocess.Popen[str]:
+    """A playbook in the background, in a session of its own (a terminal's Ctrl-C: killpg)."""
     return subprocess.Popen(
         ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / name), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"},
+        start_new_session=True,
     )
 
 
@@ -282,6 +285,34 @@ def test_status_and_stop_mid_run_keep_the_backups() -> None:
     backup = node("node1").run(f"ls {NODE_RUNS}/stop-mwms/backup/chief/")
     assert re.search(r"ckpt-\d+\.index", backup.stdout), backup.stdout
     assert json.loads((runs / "stop-mwms" / "run.json").read_text())["state"] == "stopped"
+
+
+def test_follow_brings_back_a_run_that_train_yml_stopped_following() -> None:
+    """Ctrl-C on train.yml in epoch 1: the units train on; follow.yml takes the run up."""
+    runs = EPHEMERAL / "follow-runs"
+    play = start_train("follow-mwms", runs, "-e", "epochs=4")
+    try:
+        wait_for_epoch("follow-mwms", 1, play)
+        os.killpg(play.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
+        output, _ = play.communicate(timeout=120)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    assert play.returncode != 0 and "User interrupted execution" in output, output[-2000:]
+    # train.yml did not see the end: the run is still recorded as running.
+    assert json.loads((runs / "follow-mwms" / "run.json").read_text())["state"] == "running"
+    follow = playbook("follow.yml", "-e", "run=follow-mwms", "-e", f"training_run_runs_dir={runs}")
+    follow_out, _ = follow.communicate(timeout=900)
+    assert follow.returncode == 0, follow_out[-3000:]
+    assert re.search(r"test accuracy 0\.9\d+ on 1000 held-out images", follow_out), follow_out
+    run = runs / "follow-mwms"
+    record = json.loads((run / "run.json").read_text())
+    assert (record["state"], record["model"]) == ("succeeded", "mnist_cnn")
+    for result in ("model.keras", "metrics.json", "logs/worker-2.log"):
+        assert (run / result).exists(), result
+    for name in NODES:
+        active = node(name).run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
+        assert active.stdout.strip() == "", f"{name}: {active.stdout}"
 
 
 def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
