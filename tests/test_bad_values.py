@@ -27,7 +27,7 @@ def refused(*args: str) -> str:
         # Was accepted, and every task then failed at each start until the restart limit.
         (
             "training_run_startup_timeout=-5",
-            "training_run_startup_timeout=-5 must be a whole number, 0 or more",
+            "training_run_startup_timeout=-5 must be a whole number in digits, 0 or more",
         ),
         # Were refused by Ansible's argument check or argparse, as a screenful without a fix.
         (

@@ -147,6 +147,15 @@ def test_a_model_module_that_cannot_be_imported_is_named_with_its_line(
     assert message in str(err.value) and "Fix: correct the module there" in str(err.value)
 
 
+def test_a_model_module_without_build_says_what_to_add(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_model_module(tmp_path, monkeypatch, "no_build", "def make(learning_rate):\n    pass\n")
+    with pytest.raises(models.UnknownModelError, match="defines no build") as err:
+        models.get("no_build")
+    assert "Fix: add def build(learning_rate, steps_per_execution=1)" in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("scaling", "replicas", "expected"),
     [("sqrt", 4, 0.002), ("sqrt", 1, 0.001), ("linear", 3, 0.003), ("none", 8, 0.001)],

@@ -66,6 +66,22 @@ def test_a_folder_without_a_record_says_why_and_how_to_clear_it(tmp_path: Path) 
         assert f"rmdir {tmp_path}/20261202T094640Z-mnist_cnn-mwms" in text, text[-2000:]
 
 
+def test_a_folder_with_other_things_is_not_offered_for_removal(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run_playbook("status.yml", "-e", f"run={tmp_path}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert f"{tmp_path} has no run.json: not a run folder. Fix: -e run=<a folder of" in text
+    assert "rmdir" not in text
+
+
+def test_an_empty_run_name_is_refused_with_the_fix() -> None:
+    result = run_playbook("status.yml", "-e", "run=")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e run= is empty. Fix: -e run=<run id>" in text, text[-2000:]
+
+
 def status_lines(run: Path | str) -> list[str]:
     """What status.yml -e run=<run> prints, a stripped line each; it must succeed."""
     result = run_playbook("status.yml", "-e", f"run={run}")

@@ -78,7 +78,9 @@ def get(name: str) -> Callable[..., Any]:
     build = getattr(module, "build", None)
     if not callable(build):
         raise UnknownModelError(
-            f"training/models/{name}.py defines no build(learning_rate) function"
+            f"training/models/{name}.py defines no build(learning_rate) function. Fix: add "
+            "def build(learning_rate, steps_per_execution=1) that returns compile_model(model, "
+            "learning_rate, steps_per_execution) (see training/models/mnist_mlp.py)"
         )
     return build
 
