@@ -146,6 +146,10 @@ def test_a_run_nobody_saw_end_is_not_shown_running(tmp_path: Path) -> None:
 
 def test_follow_records_how_a_run_nobody_saw_end_ended(tmp_path: Path) -> None:
     run = orphaned_run(tmp_path)
+    check = run_playbook("follow.yml", "--check", "-e", f"run={run}")
+    assert check.returncode == 0, check.stdout[-3000:]
+    assert "Check mode: every check passed; follow.yml would follow run r1" in check.stdout
+    assert json.loads((run / "run.json").read_text())["state"] == "running"
     result = run_playbook("follow.yml", "-e", f"run={run}")
     assert result.returncode != 0  # it did not succeed, and follow.yml says so
     assert "Run r1 failed: the launcher died" in " ".join(result.stdout.split())
