@@ -219,6 +219,10 @@ def test_follow_takes_up_a_run_after_ctrl_c_on_train_yml(provisioned: None, tmp_
     assert (record["state"], record["model"]) == ("succeeded", "mnist_cnn")
     assert (latest / "model.keras").exists() and (latest / "metrics.json").exists()
     assert not training_processes()
+    again = run_playbook("follow.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert "already ended (succeeded" in " ".join(again.stdout.split())
+    assert re.search(r"test accuracy 0\.9\d+ on 1000 held-out images", again.stdout)
 
 
 def starts_of(run: Path, task: str) -> list[int]:

@@ -132,6 +132,8 @@ def orphaned_run(tmp_path: Path) -> Path:
     (run / "launcher.json").write_text(
         json.dumps({**state, "tasks": {"worker-0": dead, "worker-1": dead}})
     )
+    epoch = {"event": "epoch", "epoch": 1, "seconds": 2.0, "loss": 0.9, "accuracy": 0.7}
+    (run / "progress.jsonl").write_text(json.dumps(epoch) + "\n")
     return run
 
 
@@ -159,6 +161,9 @@ def test_follow_records_how_a_run_nobody_saw_end_ended(tmp_path: Path) -> None:
         "the launcher died; see logs/launcher.log",
     )
     assert record["model"] == "mnist_cnn" and record["tasks"] == ["worker-0", "worker-1"]
+    assert record["hosts"] == {"worker-0": "localhost", "worker-1": "localhost"}
+    # The killed launcher made no plots; follow.yml does, from the epochs the run logged.
+    assert (run / "loss_accuracy.png").exists()
     again = run_playbook("follow.yml", "-e", f"run={run}")
     assert again.returncode == 0, again.stdout[-3000:]
     assert "Run r1 already ended (failed: the launcher died" in " ".join(again.stdout.split())
@@ -172,6 +177,26 @@ def test_follow_of_a_run_that_never_started_a_task_says_so(tmp_path: Path) -> No
     assert "Run r1 never started a task" in text
     assert "Fix: ansible-playbook stop.yml -e run=r1 records it as stopped" in text
     assert json.loads((run / "run.json").read_text())["state"] == "running"
+
+
+def test_follow_refuses_an_inventory_that_puts_a_task_elsewhere(tmp_path: Path) -> None:
+    run = orphaned_run(tmp_path)
+    record = json.loads((run / "run.json").read_text())
+    record["hosts"] = {"worker-0": "localhost", "worker-1": "pi2"}
+    (run / "run.json").write_text(json.dumps(record))
+    text = " ".join(run_playbook("follow.yml", "-e", f"run={run}").stdout.split())
+    assert "Run r1 ran worker-0 on localhost, worker-1 on pi2 with training_run_launcher" in text
+    assert "this inventory gives worker-0 on localhost, worker-1 on localhost" in text
+    assert json.loads((run / "run.json").read_text())["state"] == "running"
+
+
+def test_follow_refuses_a_model_other_than_the_runs(tmp_path: Path) -> None:
+    run = orphaned_run(tmp_path)
+    result = run_playbook("follow.yml", "-e", f"run={run}", "-e", "model=mnist_mlp")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "Run r1 trains model mnist_cnn; -e model=mnist_mlp would change nothing" in text
+    assert "Fix: leave -e model out" in text
 
 
 def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
