@@ -169,44 +169,43 @@ def test_follow_records_how_a_run_nobody_saw_end_ended(tmp_path: Path) -> None:
     assert "Run r1 already ended (failed: the launcher died" in " ".join(again.stdout.split())
 
 
+def follow_refused(run: Path, *extra: str) -> str:
+    """follow.yml on ``run``, which must refuse and leave it recorded as running; its output."""
+    result = run_playbook("follow.yml", "-e", f"run={run}", *extra)
+    assert result.returncode != 0, result.stdout[-3000:]
+    assert json.loads((run / "run.json").read_text())["state"] == "running"
+    return " ".join(result.stdout.split())
+
+
+def rerecord(run: Path, **changes: object) -> None:
+    """Change fields of ``run``'s run.json."""
+    record = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**record, **changes}))
+
+
 def test_follow_of_a_run_that_never_started_a_task_says_so(tmp_path: Path) -> None:
-    run = recorded_run(tmp_path, state="running", reason="")
-    result = run_playbook("follow.yml", "-e", f"run={run}")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = follow_refused(recorded_run(tmp_path, state="running", reason=""))
     assert "Run r1 never started a task" in text
     assert "Fix: ansible-playbook stop.yml -e run=r1 records it as stopped" in text
-    assert json.loads((run / "run.json").read_text())["state"] == "running"
 
 
 def test_follow_refuses_an_inventory_that_puts_a_task_elsewhere(tmp_path: Path) -> None:
     run = orphaned_run(tmp_path)
-    record = json.loads((run / "run.json").read_text())
-    record["hosts"] = {"worker-0": "localhost", "worker-1": "pi2"}
-    (run / "run.json").write_text(json.dumps(record))
-    text = " ".join(run_playbook("follow.yml", "-e", f"run={run}").stdout.split())
+    rerecord(run, hosts={"worker-0": "localhost", "worker-1": "pi2"})
+    text = follow_refused(run)
     assert "Run r1 ran worker-0 on localhost, worker-1 on pi2 with training_run_launcher" in text
     assert "this inventory gives worker-0 on localhost, worker-1 on localhost" in text
-    assert json.loads((run / "run.json").read_text())["state"] == "running"
 
 
 def test_follow_refuses_a_model_other_than_the_runs(tmp_path: Path) -> None:
-    run = orphaned_run(tmp_path)
-    result = run_playbook("follow.yml", "-e", f"run={run}", "-e", "model=mnist_mlp")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    text = follow_refused(orphaned_run(tmp_path), "-e", "model=mnist_mlp")
     assert "Run r1 trains model mnist_cnn; -e model=mnist_mlp would change nothing" in text
     assert "Fix: leave -e model out" in text
 
 
 def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
     run = orphaned_run(tmp_path)
-    record = json.loads((run / "run.json").read_text())
-    record["tasks"].append("worker-2")
-    (run / "run.json").write_text(json.dumps(record))
-    result = run_playbook("follow.yml", "-e", f"run={run}")
-    text = " ".join(result.stdout.split())
-    assert result.returncode != 0
+    rerecord(run, tasks=["worker-0", "worker-1", "worker-2"])
+    text = follow_refused(run)
     assert "Run r1 ran worker-0, worker-1, worker-2 with training_run_launcher=local" in text
     assert "Fix: -i <the inventory the run was started with>" in text
-    assert json.loads((run / "run.json").read_text())["state"] == "running"
