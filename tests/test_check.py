@@ -196,3 +196,19 @@ def test_a_cpu_quota_caps_the_usable_cpus(
         "max 100000\n" if version == 2 else "-1\n"
     )
     assert train.usable_cpus(tmp_path) == 4
+
+
+def test_the_offset_offered_for_a_clashing_metrics_port_clears_the_hosts_ports(
+    staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With ports 1000 apart, the fix offered the default offset 1000, which clashed the same way.
+    cluster = {"worker": ["127.0.0.1:23456", "127.0.0.1:24456"]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
+    )
+    argv = ["check", "--data-dir", str(staged)]
+    assert main([*argv, "--metrics-port-offset", "1000"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "above the spread of the host's ports (1000), such as -e" in err
+    assert "training_run_metrics_port_offset=2000" in err
+    assert main([*argv, "--metrics-port-offset", "2000"]) == 0

@@ -72,6 +72,12 @@ def test_bad_task(text: str, expected: str) -> None:
         ({"worker": ["10.0.0.1"]}, "has no port"),
         ({"worker": ["999.1.1.1:2222"]}, r"999.1.1.1 is not an IPv4 .* fix tf_cluster_address"),
         ({"worker": ["10.0.1:2222"]}, "10.0.1 is not an IPv4 address"),
+        (
+            {"worker": ["not-an-address!:2222"]},
+            r"'not-an-address!' is neither a host name .* fix tf_cluster_address",
+        ),
+        ({"worker": ["pi 2:2222"]}, "'pi 2' is neither a host name"),
+        ({"worker": ["-pi2:2222"]}, "'-pi2' is neither a host name"),
         ({"worker": ["10.0.0.1:22x2"]}, "not an integer"),
         (
             {"worker": ["127.0.0.1:2222", "10.0.0.2:2222"]},

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports, run_tensorflow_script
-from training import backup, tasklog
+from training import backup, data, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
 from training.plots import LOSS_PLOT, RATE_PLOT, plot_run
 from training.progress import ProgressWriter, read_events
 from training.status import task_status
+from training.train import saved_results
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -298,3 +299,39 @@ def test_a_backup_pinned_to_one_device_resumes_where_the_first_process_died(
     assert last == "[2, 3]"  # epochs 0 and 1 were backed up
     # Kept when fit returns: the task removes it once the model and metrics are saved.
     assert (tmp_path / "backup" / "chief").exists()
+
+
+def test_saved_results_belong_to_their_run_only(tmp_path: Path) -> None:
+    (tmp_path / "metrics.json").write_text(json.dumps({"run_id": "r1", "test_accuracy": 0.97}))
+    assert saved_results(tmp_path, "r1") is None  # no model.keras yet
+    (tmp_path / "model.keras").write_bytes(b"")
+    assert saved_results(tmp_path, "r1") == {"run_id": "r1", "test_accuracy": 0.97}
+    assert saved_results(tmp_path, "r2") is None
+    assert saved_results(tmp_path, "") is None
+
+
+def test_a_chief_restarted_after_saving_its_results_ends_at_once(tmp_path: Path) -> None:
+    # Killed after it wrote metrics.json and model.keras but before it exited, the chief was
+    # started again, waited startup_timeout for workers that had finished, and the run failed.
+    folder = tmp_path / "datasets"
+    data.prepare("mnist_5k", folder)
+    run = tmp_path / "run"
+    run.mkdir()
+    metrics = {"run_id": "r1", "model": "mnist_mlp", "strategy": "multi_worker_mirrored"}
+    metrics |= {"tasks": ["worker-0", "worker-1"], "test_accuracy": 0.97, "test_loss": 0.1}
+    metrics |= {"train_seconds": 9.0, "examples_per_second": 3000.0}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    (run / "model.keras").write_bytes(b"")
+    ports = free_ports(2)
+    tf_config = {
+        "cluster": {"worker": [f"127.0.0.1:{port}" for port in ports]},
+        "task": {"type": "worker", "index": 0},
+    }
+    argv = [sys.executable, "-m", "training", "train", "--model", "mnist_mlp", "--run-id", "r1"]
+    argv += ["--data-dir", str(folder), "--output-dir", str(run), "--startup-timeout", "120"]
+    env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=100, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "its results are already saved" in done.stderr
+    events = read_events(run / "progress.jsonl")
+    assert [e["event"] for e in events] == ["end"] and events[0]["test_accuracy"] == 0.97

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -118,6 +119,19 @@ def _job_order(job: str) -> int:
     return TASK_TYPES.index(job) if job in TASK_TYPES else len(TASK_TYPES)
 
 
+#: A DNS host name (RFC 1123 labels of up to 63 characters; '_' too, which some
+#: /etc/hosts and Docker names carry), or an IPv4 address's digits and dots.
+HOST_NAME = re.compile(r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9_-]{1,63}(?<!-))*\.?")
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def split_address(address: str) -> tuple[str, int]:
     """Split ``host:port`` (or ``[v6]:port``) into host and port.
 
@@ -215,6 +229,13 @@ def validate_cluster(
                     f"task {where(task)}: {host} is not an IPv4 address (four numbers 0-255); "
                     "fix tf_cluster_address (or ansible_host) of its host in the inventory"
                 ) from None
+        if not _is_ip(host) and not HOST_NAME.fullmatch(host):
+            # Was passed to gRPC as it was: every task then waited out the startup timeout.
+            raise ClusterConfigError(
+                f"task {where(task)}: {host!r} is neither a host name (letters, digits, '-' and "
+                "'.') nor an IP address; fix tf_cluster_address (or ansible_host) of its host in "
+                "the inventory"
+            )
         if not PORT_MIN <= port <= PORT_MAX:
             raise ClusterConfigError(
                 f"task {where(task)}: port {port} is outside {PORT_MIN}-{PORT_MAX}; "
@@ -377,7 +398,8 @@ def derive_cluster(
         if not hosts:
             raise ClusterConfigError(
                 f"strategy {strategy} needs {job} tasks, but inventory group {group!r} is "
-                f"empty or missing; add at least one host to [{group}]"
+                f"empty or missing; add {'one host' if job == 'chief' else 'at least one host'} "
+                f"to [{group}]"
             )
         if job == "chief" and len(hosts) != 1:
             raise ClusterConfigError(

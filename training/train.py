@@ -209,6 +209,28 @@ def check(config: TrainConfig) -> TFConfig | None:
     return tf_config
 
 
+def saved_results(out: Path, run_id: str) -> dict[str, Any] | None:
+    """The metrics of run ``run_id`` if its chief already saved its results in ``out``.
+
+    A chief killed after it wrote ``metrics.json`` and ``model.keras`` but
+    before it exited is started again (systemd, the local launcher); its
+    workers have finished, so it could not form the cluster again, and its
+    backup is gone. With the results whole there is nothing left to do.
+
+    Returns:
+        The metrics dict; None when either file is missing, unreadable, or
+        belongs to another run, or ``run_id`` is empty (a bare
+        ``python -m training train`` into a folder of older results trains).
+    """
+    if not run_id or not (out / MODEL_FILE).exists():
+        return None
+    try:
+        metrics = json.loads((out / METRICS_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return metrics if isinstance(metrics, dict) and metrics.get("run_id") == run_id else None
+
+
 def steady_rate(epoch_seconds: list[float], examples_per_epoch: int) -> float:
     """Examples/s over the epochs after the first, which also traces and warms up.
 
@@ -404,6 +426,25 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
         Every error of :func:`check`, before TensorFlow is imported.
     """
     tf_config = check(config)
+    if tf_config is None or tf_config.is_chief:
+        saved = saved_results(Path(config.output_dir), config.run_id)
+        if saved is not None:
+            log.info(
+                "run %s: its results are already saved (%s, %s); nothing to train",
+                config.run_id,
+                METRICS_FILE,
+                MODEL_FILE,
+            )
+            progress = Path(config.output_dir) / PROGRESS_FILE
+            if not any(e.get("event") == "end" for e in read_events(progress)):
+                ProgressWriter(progress).write(
+                    "end",
+                    test_loss=saved.get("test_loss"),
+                    test_accuracy=saved.get("test_accuracy"),
+                    train_seconds=saved.get("train_seconds"),
+                    examples_per_second=saved.get("examples_per_second"),
+                )
+            return saved
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     if tf_config is not None and config.strategy == "parameter_server":
         # Let the coordinator ride out unreachable workers (PS tutorial).
@@ -529,14 +570,24 @@ def _metrics_port(config: TrainConfig, tf_config: TFConfig | None) -> int:
             f"{offset}) is above 65535. Fix: a smaller "
             "training_run_metrics_port_offset (such as 1000), or 0 for no metrics"
         )
-    for other in tf_config.tasks:
-        if host_key(other.host) == host_key(here) and split_address(other.address)[1] == port:
+    neighbours = [t for t in tf_config.tasks if host_key(t.host) == host_key(here)]
+    for other in neighbours:
+        if split_address(other.address)[1] == port:
+            used = [split_address(t.address)[1] for t in neighbours]
+            spread = max(used) - min(used)
+            # The next thousand above the spread clears every port of the host.
+            suggestion = (spread // 1000 + 1) * 1000
             raise TrainError(
                 f"{tf_config.task.name} on {here}: its metrics port {port} (its "
                 f"TF_CONFIG port + training_run_metrics_port_offset {offset}) is the TensorFlow "
                 f"port of {other.name} on the same host. Fix: an offset above the spread of the "
-                "ports on one host, such as -e training_run_metrics_port_offset=1000, or 0 "
-                "for no metrics"
+                f"host's ports ({spread})"
+                + (
+                    f", such as -e training_run_metrics_port_offset={suggestion},"
+                    if max(used) + suggestion <= 65535
+                    else ""
+                )
+                + " or 0 for no metrics"
             )
     return port
 
