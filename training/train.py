@@ -231,6 +231,17 @@ def saved_results(out: Path, run_id: str) -> dict[str, Any] | None:
     return metrics if isinstance(metrics, dict) and metrics.get("run_id") == run_id else None
 
 
+def write_end(writer: ProgressWriter, metrics: dict[str, Any]) -> None:
+    """Write the run's ``end`` progress event from its metrics (followers read it as done)."""
+    writer.write(
+        "end",
+        test_loss=metrics.get("test_loss"),
+        test_accuracy=metrics.get("test_accuracy"),
+        train_seconds=metrics.get("train_seconds"),
+        examples_per_second=metrics.get("examples_per_second"),
+    )
+
+
 def steady_rate(epoch_seconds: list[float], examples_per_epoch: int) -> float:
     """Examples/s over the epochs after the first, which also traces and warms up.
 
@@ -437,13 +448,7 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
             )
             progress = Path(config.output_dir) / PROGRESS_FILE
             if not any(e.get("event") == "end" for e in read_events(progress)):
-                ProgressWriter(progress).write(
-                    "end",
-                    test_loss=saved.get("test_loss"),
-                    test_accuracy=saved.get("test_accuracy"),
-                    train_seconds=saved.get("train_seconds"),
-                    examples_per_second=saved.get("examples_per_second"),
-                )
+                write_end(ProgressWriter(progress), saved)
             return saved
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     if tf_config is not None and config.strategy == "parameter_server":
@@ -811,11 +816,5 @@ def _train(
         tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
         tmp.replace(out / METRICS_FILE)
         remove_chief_backup(real_out / BACKUP_DIR)  # the results now hold what it held
-        writer.write(
-            "end",
-            test_loss=metrics["test_loss"],
-            test_accuracy=metrics["test_accuracy"],
-            train_seconds=metrics["train_seconds"],
-            examples_per_second=metrics["examples_per_second"],
-        )
+        write_end(writer, metrics)
         return metrics
