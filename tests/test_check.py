@@ -58,13 +58,16 @@ def test_refusals_name_the_value_and_the_fix(
     assert message in capsys.readouterr().err
 
 
+def as_worker_0(monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
+    """Set TF_CONFIG to worker-0 of a cluster of ``workers`` (host:port each)."""
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+
+
 def test_the_global_batch_counts_every_worker(
     staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    cluster = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
-    monkeypatch.setenv(
-        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
-    )
+    as_worker_0(monkeypatch, ["127.0.0.1:2222", "127.0.0.1:2223"])
     assert main(["check", "--data-dir", str(staged), "--batch-size", "2000"]) == 0
     assert main(["check", "--data-dir", str(staged), "--batch-size", "2001"]) == 2
     assert "global batch of 4002 (batch_size 2001 x 2 replicas)" in capsys.readouterr().err
@@ -202,10 +205,7 @@ def test_the_offset_offered_for_a_clashing_metrics_port_clears_the_hosts_ports(
     staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # With ports 1000 apart, the fix offered the default offset 1000, which clashed the same way.
-    cluster = {"worker": ["127.0.0.1:23456", "127.0.0.1:24456"]}
-    monkeypatch.setenv(
-        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}})
-    )
+    as_worker_0(monkeypatch, ["127.0.0.1:23456", "127.0.0.1:24456"])
     argv = ["check", "--data-dir", str(staged)]
     assert main([*argv, "--metrics-port-offset", "1000"]) == 2
     err = " ".join(capsys.readouterr().err.split())
