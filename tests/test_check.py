@@ -73,6 +73,23 @@ def test_the_global_batch_counts_every_worker(
     assert "global batch of 4002 (batch_size 2001 x 2 replicas)" in capsys.readouterr().err
 
 
+def test_threads_above_the_hosts_cpus_warn_with_the_share(
+    staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("training.train.usable_cpus", lambda: 2)
+    as_worker_0(monkeypatch, ["10.0.0.1:2222", "10.0.0.1:2223", "10.0.0.2:2222"])
+    assert main(["check", "--data-dir", str(staged), "--threads", "999"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert (
+        "warning: threads=999 with 2 tasks of the run on this host keeps 1998 threads "
+        "computing on 2 usable CPU(s)" in err
+    )
+    assert "Fix: -e threads=0 (each task's share, 1 here) or at most 1" in err
+    for fine in ("0", "1"):
+        assert main(["check", "--data-dir", str(staged), "--threads", fine]) == 0
+        assert "warning" not in capsys.readouterr().err
+
+
 def test_a_metrics_port_above_65535_is_refused(
     staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -279,15 +279,20 @@ def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 
 
-def test_check_mode_says_what_would_train_and_starts_nothing(
+def test_check_mode_says_what_would_train_warns_and_starts_nothing(
     provisioned: None, tmp_path: Path
 ) -> None:
     runs = tmp_path / "runs"
     result = run_playbook(
-        "train.yml", "--check", "-e", "epochs=3", "-e", f"training_run_runs_dir={runs}"
+        "train.yml",
+        "--check",
+        *("-e", "epochs=3", "-e", "threads=999", "-e", f"training_run_runs_dir={runs}"),
     )
     text = " ".join(result.stdout.split())
     assert result.returncode == 0, text[-2000:]
+    # Two workers of 999 threads each on this machine's cores: slow, not wrong.
+    assert "WARNING: host localhost: threads=999 with 2 tasks of the run on this host" in text
+    assert "Fix: -e threads=0" in text
     assert (
         "a run would train mnist_cnn on mnist_5k for 3 epochs, batch 64 per worker, "
         "multi_worker_mirrored over worker-0, worker-1." in text

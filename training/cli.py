@@ -306,7 +306,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "check":
-        from training.train import check
+        from training.train import check, oversubscribed
 
         if args.tf_config_file:
             try:
@@ -317,7 +317,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             models.get(args.model)
         else:
-            check(_config(args))
+            tf_config = check(_config(args))
+            warning = oversubscribed(_config(args), tf_config)
+            if warning:
+                print(f"warning: {warning}", file=sys.stderr)
         if args.build:
             _build_once(_config(args))
         return 0

@@ -321,8 +321,47 @@ def thread_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
     cpus = usable_cpus()
     if tf_config is None:
         return cpus
-    here = sum(1 for t in tf_config.tasks if t.host == tf_config.task.host)
-    return max(1, cpus // max(1, here))
+    return max(1, cpus // _tasks_here(tf_config))
+
+
+def _tasks_here(tf_config: TFConfig | None) -> int:
+    if tf_config is None:
+        return 1
+    return max(1, sum(1 for t in tf_config.tasks if t.host == tf_config.task.host))
+
+
+def oversubscribed(config: TrainConfig, tf_config: TFConfig | None, cpus: int = 0) -> str | None:
+    """A warning when ``config.threads`` gives this host more busy threads than CPUs.
+
+    The run's tasks on this task's host each run ``threads`` intra-op
+    threads; more of them than :func:`usable_cpus` take turns on the cores
+    and every step waits for the slowest. Measured on ``mnist_cnn``, one
+    process on one core: 190 examples/s with ``threads=999`` against 3914
+    with 1; two workers on 2 cores, 219 against 5263; two threads on a node
+    held to one core, 56 against 44 ms a step. ``threads=0`` is never
+    oversubscribed.
+
+    Args:
+        config: the task's settings; only ``threads`` is read.
+        tf_config: the task's TF_CONFIG, None for one process alone.
+        cpus: this host's usable CPUs; 0 reads :func:`usable_cpus`.
+
+    Returns:
+        The warning, naming the fix, or None.
+    """
+    if not config.threads:
+        return None
+    cpus = cpus or usable_cpus()
+    here = _tasks_here(tf_config)
+    if config.threads * here <= cpus:
+        return None
+    share = max(1, cpus // here)
+    tasks = f"{here} tasks of the run" if here > 1 else "1 task of the run"
+    return (
+        f"threads={config.threads} with {tasks} on this host keeps {config.threads * here} "
+        f"threads computing on {cpus} usable CPU(s): they take turns and every step is slower. "
+        f"Fix: -e threads=0 (each task's share, {share} here) or at most {share}"
+    )
 
 
 #: Seconds a stopped task's main thread gets to unwind on its own before the
@@ -460,6 +499,9 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
     from training.strategy import is_server_task, make_strategy, serve
 
     threads = thread_count(config, tf_config)
+    warning = oversubscribed(config, tf_config)
+    if warning:
+        log.warning("%s", warning)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 
