@@ -21,7 +21,7 @@ from training.follow import LINE_SEPARATOR
 from training.follow import follow as follow_run
 from training.follow import status as follow_status
 from training.launcher import pid_alive
-from training.tasklog import STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL
 
 # A stand-in for `python -m training train`: behaves by its TF_CONFIG task name.
 FAKE_TASK = textwrap.dedent(
@@ -344,6 +344,17 @@ def test_a_task_that_gave_up_waiting_for_the_cluster_is_not_restarted(tmp_path: 
     assert not any(pid_alive(p) for p in task_pids(run))
 
 
+def test_a_diverged_task_is_not_restarted_and_the_run_says_why(tmp_path: Path) -> None:
+    plan = {"worker-0": "exit:60:0", "worker-1": f"exit:0.5:{DIVERGED_EXIT}"}
+    run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
+    assert launch(run).wait(timeout=60) == 1
+    line = " ".join(follow_status(run)["line"].split())
+    assert "task worker-1: training diverged (the loss became NaN or infinite)" in line
+    assert "not restarted: it would diverge again. Fix: a lower learning_rate" in line
+    assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0
+    assert not any(pid_alive(p) for p in task_pids(run))
+
+
 def test_a_live_run_on_the_same_ports_is_found(tmp_path: Path) -> None:
     run_dir = tmp_path / "run-a"
     run_dir.mkdir()
@@ -383,6 +394,10 @@ def test_a_run_whose_train_yml_was_interrupted_gets_its_outcome_and_plots(tmp_pa
         ),
         ({"Result": "signal", "ExecMainStatus": "9", "NRestarts": "0"}, "killed by signal 9"),
         ({"Result": "exit-code", "ExecMainStatus": "2", "NRestarts": "3"}, "exit code 2"),
+        (
+            {"Result": "exit-code", "ExecMainStatus": "3", "NRestarts": "0"},
+            "training diverged (the loss became NaN or infinite), not restarted",
+        ),
     ],
 )
 def test_a_failed_chief_unit_says_why(

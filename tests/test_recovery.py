@@ -248,6 +248,19 @@ def test_plots_show_each_epoch_and_each_worker(tmp_path: Path) -> None:
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
 
 
+def test_a_diverged_loss_is_written_as_strict_json_and_plotted_as_a_gap(tmp_path: Path) -> None:
+    progress = ProgressWriter(tmp_path / "progress.jsonl")
+    progress.write("epoch", epoch=1, loss=0.5, accuracy=0.8, test_accuracy=0.85, seconds=3)
+    progress.write("epoch", epoch=2, loss=float("nan"), accuracy=0.1, test_accuracy=0.1, seconds=3)
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    lines = (tmp_path / "progress.jsonl").read_text().splitlines()
+    assert [json.loads(line, parse_constant=no_constants)["loss"] for line in lines] == [0.5, None]
+    assert [p.name for p in plot_run(tmp_path)] == [LOSS_PLOT]
+
+
 def test_a_run_without_epochs_gets_no_plots(tmp_path: Path) -> None:
     assert plot_run(tmp_path) == []
 
@@ -335,3 +348,40 @@ def test_a_chief_restarted_after_saving_its_results_ends_at_once(tmp_path: Path)
     assert "its results are already saved" in done.stderr
     events = read_events(run / "progress.jsonl")
     assert [e["event"] for e in events] == ["end"] and events[0]["test_accuracy"] == 0.97
+
+
+# `python -m training train` whose model gives NaN logits, so the loss is NaN from step 1.
+NAN_TRAIN = """
+import sys
+import tf_keras as keras
+from training import models
+from training.cli import main
+
+def build(learning_rate, steps_per_execution=1):
+    nan = keras.layers.Lambda(lambda x: x * float("nan"))
+    layers = [keras.Input((28, 28)), keras.layers.Flatten(), keras.layers.Dense(10), nan]
+    return models.compile_model(keras.Sequential(layers), learning_rate, steps_per_execution)
+
+models.get = lambda name: build
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_diverged_task_exits_with_the_status_no_supervisor_restarts(tmp_path: Path) -> None:
+    # Restarted, it resumed from the same backup with the same step size and diverged again:
+    # four starts and a run recorded as "the restart limit is reached".
+    folder = tmp_path / "datasets"
+    data.prepare("mnist_5k", folder)
+    argv = [sys.executable, "-c", NAN_TRAIN, "train", "--epochs", "2", "--data-dir", str(folder)]
+    argv += ["--output-dir", str(tmp_path / "run"), "--metrics-port-offset", "0"]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    env |= {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=200, check=False
+    )
+    assert done.returncode == tasklog.DIVERGED_EXIT == 3, done.stderr[-2000:]
+    assert (
+        "error: training diverged: the loss became nan in epoch 1/2; a restart would diverge "
+        "again. Fix: a lower learning_rate (now 0.001)" in done.stderr
+    )
+    assert not (tmp_path / "run" / "model.keras").exists()

@@ -37,7 +37,8 @@ from training.follow import FollowError
 from training.launcher import LaunchError
 from training.netcheck import NetCheckError
 from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS
-from training.train import TrainConfig, TrainError
+from training.tasklog import DIVERGED_EXIT
+from training.train import DivergedError, TrainConfig, TrainError
 
 USER_ERRORS = (
     BenchError,
@@ -279,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("absl").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
     try:
         return _dispatch(args)
+    except DivergedError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return DIVERGED_EXIT
     except USER_ERRORS as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from training.progress import plural
-from training.tasklog import STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +214,14 @@ class Launcher:
                         f"task {child.name} gave up waiting for the cluster to form "
                         "(training_run_startup_timeout); its last lines name the tasks that "
                         "did not answer"
+                    )
+                    grace = 0.0
+                elif child.returncode == DIVERGED_EXIT:
+                    outcome = "failed"
+                    reason = (
+                        f"task {child.name}: training diverged (the loss became NaN or "
+                        "infinite), not restarted: it would diverge again. Fix: a lower "
+                        "learning_rate; its last lines give the epoch and the step size"
                     )
                     grace = 0.0
                 elif child.restarts < max_restarts:

@@ -46,15 +46,19 @@ def plot_run(run_dir: Path) -> list[Path]:
     if epochs:
         xs = [e["epoch"] for e in epochs]
         fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-        ax_loss.plot(xs, [e.get("loss") for e in epochs], marker="o")
+        ax_loss.plot(xs, _values(epochs, "loss"), marker="o")
         ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
-        ax_acc.plot(xs, [e.get("accuracy") for e in epochs], marker="o", label="training")
+        ax_acc.plot(xs, _values(epochs, "accuracy"), marker="o", label="training")
+        if any("test_accuracy" in e for e in epochs):  # the chief's test after each epoch
+            ax_acc.plot(
+                xs, _values(epochs, "test_accuracy"), marker="s", color="tab:orange", label="test"
+            )
         if "test_accuracy" in metrics:
             ax_acc.axhline(
                 metrics["test_accuracy"],
                 color="tab:green",
                 linestyle="--",
-                label=f"test {metrics['test_accuracy']:.3f}",
+                label=f"test at the end {metrics['test_accuracy']:.3f}",
             )
         ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
         ax_acc.legend(loc="lower right")
@@ -111,3 +115,12 @@ def plot_run(run_dir: Path) -> list[Path]:
         plt.close(fig)
         written.append(path)
     return written
+
+
+def _values(epochs: list[dict[str, Any]], key: str) -> list[float]:
+    """Each epoch's ``key`` as a float; NaN (a gap in the line) where it is missing or null."""
+    out = []
+    for event in epochs:
+        value = event.get(key)
+        out.append(float(value) if isinstance(value, (int, float)) else math.nan)
+    return out

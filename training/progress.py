@@ -39,10 +39,17 @@ class ProgressWriter:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, event: str, **fields: Any) -> None:
-        """Append ``{"event": event, "time": now, **fields}`` as one line."""
+        """Append ``{"event": event, "time": now, **fields}`` as one line.
+
+        A NaN or infinite float (a diverged loss) is written as null: the
+        line stays strict JSON (RFC 8259 has no NaN).
+        """
         record = {"event": event, "time": round(time.time(), 3), **fields}
+        for key, value in record.items():
+            if isinstance(value, float) and not math.isfinite(value):
+                record[key] = None
         with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, default=_jsonable) + "\n")
+            handle.write(json.dumps(record, default=_jsonable, allow_nan=False) + "\n")
 
 
 def _jsonable(value: Any) -> Any:

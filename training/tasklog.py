@@ -37,6 +37,10 @@ TASKS_DIR = "tasks"
 #: timeout (its default action ends the process, and Python installs no handler,
 #: so it works while TensorFlow holds the GIL). Supervisors do not restart it.
 STARTUP_TIMEOUT_SIGNAL = signal.SIGALRM
+#: The exit status of a task whose loss became NaN or infinite. Supervisors do
+#: not restart it: it would resume from the same backup with the same step
+#: size and diverge again.
+DIVERGED_EXIT = 3
 #: Seconds (at most a quarter of the timeout) between the watchdog's two probes.
 PROBE_MARGIN = 10.0
 

@@ -132,6 +132,10 @@ class TrainError(RuntimeError):
     """A run that cannot start: bad flags, a missing dataset file."""
 
 
+class DivergedError(TrainError):
+    """The loss became NaN or infinite: the task exits with ``DIVERGED_EXIT``, not restarted."""
+
+
 def check(config: TrainConfig) -> TFConfig | None:
     """Validate everything that can be checked without TensorFlow.
 
@@ -771,9 +775,10 @@ def _train(
         if first_epoch < config.epochs and (
             not math.isfinite(last_loss) or len(losses) < config.epochs - first_epoch
         ):
-            raise TrainError(
+            raise DivergedError(
                 f"training diverged: the loss became {last_loss} in epoch "
-                f"{first_epoch + len(losses)}; lower learning_rate (now {base_learning_rate}"
+                f"{first_epoch + max(1, len(losses))}/{config.epochs}; a restart would diverge "
+                f"again. Fix: a lower learning_rate (now {base_learning_rate}"
                 + (
                     f", {learning_rate:.3g} after learning_rate_scaling="
                     f"{config.learning_rate_scaling} over {replicas} replicas)"
