@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,37 @@ def test_a_typo_gets_the_name_it_meant() -> None:
     ]
 
 
+def test_only_an_inventory_name_close_to_a_known_one_is_taken_for_a_typo() -> None:
+    names = {"pi1": {"epoch", "my_own_thing", "model", "inventory_dir"}, "pi2": {"epoch"}}
+    assert lookup.misspelt(names, lookup.known_names()) == [
+        {"name": "epoch", "suggestion": "epochs", "hosts": ["pi1", "pi2"]}
+    ]
+
+
+def test_a_misspelt_inventory_variable_stops_the_playbook_before_it_starts(tmp_path: Path) -> None:
+    # A typo in group_vars left the default in place, silently: -e epoch=3 was refused,
+    # `epoch: 3` in the inventory trained 8 epochs.
+    inventory = tmp_path / "mine"
+    shutil.copytree(ROOT / "inventory" / "local", inventory)
+    with (inventory / "group_vars" / "all" / "training.yml").open("a") as handle:
+        handle.write("epoch: 3\nmy_own_thing: 1\n")
+    result = run_playbook("train.yml", "--check", "-i", str(inventory))
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "Inventory variable epoch (set for localhost): no raspi-tf playbook or role reads it, so "
+        f"it would change nothing. Fix: rename it epochs (did you mean epochs?) in {inventory}"
+        in text
+    ), text[-2000:]
+    assert "my_own_thing" not in text
+    assert text.count("PLAY [") == 1  # nothing after the check ran
+    allowed = run_playbook(
+        "playbooks/stop.yml",
+        *("-i", str(inventory), "-e", '{"extra_vars_allowed": ["epoch"]}', "-e", "run=nope"),
+    )
+    assert "PLAY [Stop a run]" in allowed.stdout
+
+
 @pytest.mark.parametrize("playbook", ["train.yml", "site.yml", "playbooks/status.yml"])
 def test_a_misspelt_name_stops_the_playbook_before_it_starts(playbook: str, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
@@ -59,7 +91,7 @@ def test_a_misspelt_name_stops_the_playbook_before_it_starts(playbook: str, tmp_
     assert result.returncode != 0
     assert "-e epoch: no raspi-tf playbook or role reads this variable" in text, text[-2000:]
     assert "Fix: -e epochs=... (did you mean epochs?)" in text
-    assert "PLAY [Check the variable names given with -e]" in text
+    assert "PLAY [Check the variable names given with -e and in the inventory]" in text
     assert text.count("PLAY [") == 1  # nothing after the check ran
     assert not runs.exists()
 

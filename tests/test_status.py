@@ -141,8 +141,9 @@ def test_a_run_nobody_saw_end_is_not_shown_running(tmp_path: Path) -> None:
     text = " ".join(status_lines(orphaned_run(tmp_path)))
     assert "- running" not in text.split("- task")[0]
     assert (
-        "ended, not yet recorded: no task runs any more and no train.yml saw the end. "
-        "Fix: ansible-playbook follow.yml -e run=r1" in text
+        "ended, not yet recorded: no task runs any more. A train.yml still following it records "
+        "the end within training_run_poll_seconds; if none is, ansible-playbook follow.yml -e "
+        "run=r1 brings its results back" in text
     ), text
 
 
@@ -210,3 +211,19 @@ def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
     text = follow_refused(run)
     assert "Run r1 ran worker-0, worker-1, worker-2 with training_run_launcher=local" in text
     assert "Fix: -i <the inventory the run was started with>" in text
+
+
+def test_status_of_a_run_of_another_inventory_says_which_tasks_it_cannot_show(
+    tmp_path: Path,
+) -> None:
+    # It used to show this inventory's two tasks as the whole run, worker-2 left out unsaid.
+    run = orphaned_run(tmp_path)
+    rerecord(run, tasks=["worker-0", "worker-1", "worker-2"], inventory=["/home/me/inventory/mine"])
+    text = " ".join(" ".join(status_lines(run)).split())
+    assert (
+        "WARNING: the run ran worker-0, worker-1, worker-2; this inventory gives worker-0, "
+        "worker-1, so only those are shown. Fix: -i /home/me/inventory/mine" in text
+    )
+    assert "Fix: -i /home/me/inventory/mine, and the same -e tf_cluster_* values" in follow_refused(
+        run
+    )

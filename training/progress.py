@@ -126,7 +126,7 @@ def describe(events: list[dict[str, Any]]) -> str:
         return (
             f"training started: {start.get('model')} with {start.get('strategy')} on "
             f"{plural(len(start.get('tasks', [])), 'task')}, "
-            f"{plural(epochs, 'epoch')} of {steps} steps"
+            f"{plural(epochs, 'epoch')} of {plural(steps, 'step')}"
         )
     if last["event"] == "batch":
         now = (

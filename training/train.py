@@ -854,7 +854,7 @@ def _train(
             "examples_per_second": round(examples / train_seconds, 1),
             "wall_seconds": round(time.time() - started, 3),
             "threads": hooks.threads,
-            "steps_per_execution": spe,
+            "steps_per_execution": min(spe, steps),  # Keras runs no more than an epoch a call
             "tensorflow_version": tf.__version__,
             "chief_host": socket.gethostname(),
             "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -26,12 +26,19 @@ description:
   - Known names are the keys of every role's defaults, vars and argument specs, the
     short names roles read as C(name | default(...)) (model, epochs, ...), node
     attributes read through hostvars, every C(ansible_*) name, and O(allowed).
+  - With O(inventory), returns instead the inventory's variables that read as a misspelt
+    known name (difflib ratio 0.8 or more, such as C(epoch) for C(epochs)), each with keys C(name),
+    C(suggestion) and C(hosts); names close to no known one are the inventory's own.
 options:
   allowed:
     description: Further names to accept (an inventory's own variables).
     type: list
     elements: str
     default: []
+  inventory:
+    description: Check every host's inventory variables instead of the -e names.
+    type: bool
+    default: false
 """
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,6 +100,52 @@ def unknown(given: list[str], known: set[str]) -> list[dict[str, str]]:
     return result
 
 
+#: Names Ansible itself puts among a host's variables.
+MAGIC = {
+    "groups",
+    "group_names",
+    "hostvars",
+    "inventory_dir",
+    "inventory_file",
+    "inventory_hostname",
+    "inventory_hostname_short",
+    "omit",
+    "play_hosts",
+    "playbook_dir",
+    "role_names",
+}
+#: How close (difflib's ratio) an inventory variable must be to a known name to be taken
+#: for its misspelling: epoch -> epochs is 0.91, batchsize -> batch_size 0.95.
+TYPO_RATIO = 0.8
+
+
+def misspelt(names_by_host: dict[str, set[str]], known: set[str]) -> list[dict[str, Any]]:
+    """The inventory variables that read as a misspelt known name, with the hosts that set them.
+
+    A name that is close to no known name is taken for the inventory's own (for its other
+    playbooks) and left alone; only a near miss such as ``epoch`` for ``epochs`` is returned.
+
+    Args:
+        names_by_host: each host's variable names, as the inventory sets them.
+        known: the names that something reads.
+
+    Returns:
+        ``[{"name": ..., "suggestion": ..., "hosts": [...]}]``, by name.
+    """
+    hosts_of: dict[str, list[str]] = {}
+    for host, names in names_by_host.items():
+        for name in names:
+            if name in known or name in MAGIC or name.startswith(("ansible_", "_")):
+                continue
+            hosts_of.setdefault(name, []).append(host)
+    result = []
+    for name in sorted(hosts_of):
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=TYPO_RATIO)
+        if close:
+            result.append({"name": name, "suggestion": close[0], "hosts": sorted(hosts_of[name])})
+    return result
+
+
 class LookupModule(LookupBase):
     """``query('raspi_tf_unknown_extra_vars', allowed=[...])``: see DOCUMENTATION."""
 
@@ -100,7 +153,12 @@ class LookupModule(LookupBase):
         """The unknown -e names of this ansible-playbook command, as ``unknown()`` gives them."""
         self.set_options(var_options=variables, direct=kwargs)
         extra = load_extra_vars(self._loader)
-        result = unknown(list(extra), known_names() | set(self.get_option("allowed")))
+        known = known_names() | set(self.get_option("allowed"))
+        if self.get_option("inventory"):
+            hostvars = (variables or {}).get("hostvars", {})
+            hosts = (variables or {}).get("groups", {}).get("all", [])
+            return misspelt({h: set(hostvars[h]) - set(extra) for h in hosts}, known)
+        result = unknown(list(extra), known)
         for item in result:
             if item["name"] == RAW:
                 item["raw"] = str(extra[RAW])
