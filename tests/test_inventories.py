@@ -109,6 +109,13 @@ BAD = [
     ),
     (
         {"a": {"ansible_host": "10.0.0.1"}, "b": {"ansible_host": "10.0.0.2"}},
+        {"workers": ["a", "b"], "chief": ["a"]},
+        "multi_worker_mirrored",
+        "inventory group 'worker' is empty or missing; add at least one host to [worker] (the "
+        "inventory has a group 'workers': rename it worker)",
+    ),
+    (
+        {"a": {"ansible_host": "10.0.0.1"}, "b": {"ansible_host": "10.0.0.2"}},
         {"worker": ["a"], "ps": ["b"], "chief": ["a", "b"]},
         "parameter_server",
         "strategy parameter_server needs exactly one chief; inventory group 'chief' has 2 hosts",

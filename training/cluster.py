@@ -396,10 +396,12 @@ def derive_cluster(
         group = job_groups.get(job, job)
         hosts = list(groups.get(group, []))
         if not hosts:
+            close = difflib.get_close_matches(group, [g for g in groups if groups[g]], n=1)
             raise ClusterConfigError(
                 f"strategy {strategy} needs {job} tasks, but inventory group {group!r} is "
                 f"empty or missing; add {'one host' if job == 'chief' else 'at least one host'} "
                 f"to [{group}]"
+                + (f" (the inventory has a group {close[0]!r}: rename it {group})" if close else "")
             )
         if job == "chief" and len(hosts) != 1:
             raise ClusterConfigError(
