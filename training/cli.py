@@ -321,8 +321,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             models.get(args.model)
         else:
-            tf_config = check(_config(args))
-            warning = oversubscribed(_config(args), tf_config)
+            config = _config(args)
+            warning = oversubscribed(config, check(config))
             if warning:
                 print(f"warning: {warning}", file=sys.stderr)
         if args.build:

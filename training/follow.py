@@ -16,7 +16,12 @@ from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
 from training.progress import PROGRESS_FILE, describe, describe_epochs, plural, read_events
-from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL, restart_counts
+from training.tasklog import (
+    DIVERGED_EXIT,
+    DIVERGED_REASON,
+    STARTUP_TIMEOUT_SIGNAL,
+    restart_counts,
+)
 
 #: Seconds between two looks at the run while following it.
 POLL = 0.5
@@ -105,11 +110,7 @@ def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
     elif result == "signal":
         reason = f"chief {unit} was killed by signal {code} ({times})"
     elif code == str(DIVERGED_EXIT):
-        reason = (
-            f"chief {unit}: training diverged (the loss became NaN or infinite), not "
-            "restarted: it would diverge again. Fix: a lower learning_rate; its last lines give "
-            "the epoch and the step size"
-        )
+        reason = f"chief {unit}: {DIVERGED_REASON}"
     else:
         reason = f"chief {unit} {result or active} (exit code {code}, {times})"
     return "failed", reason, journal_tail(unit)

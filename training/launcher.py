@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from training.progress import plural
-from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import DIVERGED_EXIT, DIVERGED_REASON, STARTUP_TIMEOUT_SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -218,11 +218,7 @@ class Launcher:
                     grace = 0.0
                 elif child.returncode == DIVERGED_EXIT:
                     outcome = "failed"
-                    reason = (
-                        f"task {child.name}: training diverged (the loss became NaN or "
-                        "infinite), not restarted: it would diverge again. Fix: a lower "
-                        "learning_rate; its last lines give the epoch and the step size"
-                    )
+                    reason = f"task {child.name}: {DIVERGED_REASON}"
                     grace = 0.0
                 elif child.restarts < max_restarts:
                     child.restart_at = time.monotonic() + delay

@@ -41,6 +41,11 @@ STARTUP_TIMEOUT_SIGNAL = signal.SIGALRM
 #: not restart it: it would resume from the same backup with the same step
 #: size and diverge again.
 DIVERGED_EXIT = 3
+#: Why a run ended when a task exited with :data:`DIVERGED_EXIT` (after "task <name>: ").
+DIVERGED_REASON = (
+    "training diverged (the loss became NaN or infinite), not restarted: it would diverge "
+    "again. Fix: a lower learning_rate; its last lines give the epoch and the step size"
+)
 #: Seconds (at most a quarter of the timeout) between the watchdog's two probes.
 PROBE_MARGIN = 10.0
 

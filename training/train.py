@@ -322,10 +322,7 @@ def thread_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
     """
     if config.threads:
         return config.threads
-    cpus = usable_cpus()
-    if tf_config is None:
-        return cpus
-    return max(1, cpus // _tasks_here(tf_config))
+    return max(1, usable_cpus() // _tasks_here(tf_config))
 
 
 def _tasks_here(tf_config: TFConfig | None) -> int:
@@ -334,7 +331,7 @@ def _tasks_here(tf_config: TFConfig | None) -> int:
     return max(1, sum(1 for t in tf_config.tasks if t.host == tf_config.task.host))
 
 
-def oversubscribed(config: TrainConfig, tf_config: TFConfig | None, cpus: int = 0) -> str | None:
+def oversubscribed(config: TrainConfig, tf_config: TFConfig | None) -> str | None:
     """A warning when ``config.threads`` gives this host more busy threads than CPUs.
 
     The run's tasks on this task's host each run ``threads`` intra-op
@@ -348,21 +345,20 @@ def oversubscribed(config: TrainConfig, tf_config: TFConfig | None, cpus: int = 
     Args:
         config: the task's settings; only ``threads`` is read.
         tf_config: the task's TF_CONFIG, None for one process alone.
-        cpus: this host's usable CPUs; 0 reads :func:`usable_cpus`.
 
     Returns:
         The warning, naming the fix, or None.
     """
     if not config.threads:
         return None
-    cpus = cpus or usable_cpus()
+    cpus = usable_cpus()
     here = _tasks_here(tf_config)
     if config.threads * here <= cpus:
         return None
     share = max(1, cpus // here)
-    tasks = f"{here} tasks of the run" if here > 1 else "1 task of the run"
     return (
-        f"threads={config.threads} with {tasks} on this host keeps {config.threads * here} "
+        f"threads={config.threads} with {plural(here, 'task')} of the run on this host keeps "
+        f"{config.threads * here} "
         f"threads computing on {cpus} usable CPU(s): they take turns and every step is slower. "
         f"Fix: -e threads=0 (each task's share, {share} here) or at most {share}"
     )
