@@ -54,6 +54,21 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
     assert f"No run nope in {tmp_path} (no run.json there)" in " ".join(result.stdout.split())
 
 
+def test_a_misspelt_run_id_is_answered_with_the_newest_runs(tmp_path: Path) -> None:
+    # The list was made with a fileglob over runs/*/run.json, which finds nothing.
+    for run_id in ("20261201T080000Z-a", "20261202T080000Z-b", "20261130T080000Z-c", "x"):
+        (tmp_path / run_id).mkdir()
+        if run_id != "x":
+            (tmp_path / run_id / "run.json").write_text(json.dumps({**RECORD, "run_id": run_id}))
+    result = run_playbook("status.yml", "-e", f"run={tmp_path}/nope")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "The newest runs there: 20261202T080000Z-b, 20261201T080000Z-a, 20261130T080000Z-c." in text
+    ), text[-2000:]
+    assert "Unable to find" not in text
+
+
 def test_a_folder_without_a_record_says_why_and_how_to_clear_it(tmp_path: Path) -> None:
     # A train.yml interrupted between making the run's folder and recording the run leaves it
     # empty; status.yml and stop.yml said only "No run <id>", of a folder the user could see.
