@@ -39,14 +39,16 @@ integration: install ## real local runs through the playbooks (minutes)
 
 # molecule prints its teardown after the verifier's results, so a CI log's tail
 # showed "Verifier tests failed" and not which test: a failed scenario ends by
-# repeating its failed tests and tasks, at most 15 lines (CI shows a log's last
-# few dozen); the whole log stays in $(MOLECULE_LOGS).
+# repeating its failed tests, their assertion lines (pytest's E lines) and
+# failed tasks, at most 30 lines (CI shows a log's last few dozen); the whole
+# log stays in $(MOLECULE_LOGS).
 MOLECULE_LOGS ?= $(or $(TMPDIR),/tmp)/raspi-tf-molecule
 define molecule_test
 	@mkdir -p $(MOLECULE_LOGS)
 	set -o pipefail; COLUMNS=$${COLUMNS:-200} molecule test -s $(1) 2>&1 | tee $(MOLECULE_LOGS)/$(1).log || { \
 	  echo "== molecule scenario $(1) failed; its failure lines (whole log: $(MOLECULE_LOGS)/$(1).log):"; \
-	  grep -aE '(FAILED|ERROR) tests/|fatal: \[|failed=[1-9]' $(MOLECULE_LOGS)/$(1).log | tail -n 15; \
+	  grep -aE '(FAILED|ERROR) tests/|[^[:alnum:]]E {3,}[^ ]|fatal: \[|failed=[1-9]' $(MOLECULE_LOGS)/$(1).log \
+	    | cut -c1-400 | tail -n 30; \
 	  exit 1; }
 endef
 
