@@ -150,3 +150,18 @@ def test_all_reduce_settings_with_parameter_server_are_refused(tmp_path: Path) -
         "has no all-reduce. Fix: leave them out" in text
     ), text[-2000:]
     assert not runs.exists()
+
+
+def test_linear_learning_rate_scaling_with_parameter_server_is_refused(tmp_path: Path) -> None:
+    # Was accepted and ignored: parameter_server scales no step size.
+    runs = tmp_path / "runs"
+    text = refused(
+        "train.yml",
+        "-e", "strategy=parameter_server", "-e", "learning_rate_scaling=linear",
+        "-e", f"training_run_runs_dir={runs}",
+    )  # fmt: skip
+    assert (
+        "learning_rate_scaling=linear does not fit strategy=parameter_server" in text
+        and "Fix: leave learning_rate_scaling out and set the step size itself" in text
+    ), text[-2000:]
+    assert not runs.exists()

@@ -44,6 +44,10 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ["--strategy", "parameter_server", "--all-reduce-dtype", "float16"],
             "parameter_server has none. Fix: all_reduce_dtype=float32",
         ),
+        (
+            ["--strategy", "parameter_server", "--learning-rate-scaling", "linear"],
+            "its step size is not scaled. Fix: leave learning_rate_scaling out",
+        ),
     ],
 )
 def test_refusals_name_the_value_and_the_fix(

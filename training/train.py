@@ -149,7 +149,8 @@ def check(config: TrainConfig) -> TFConfig | None:
             dataset file, or one too small for a single global batch.
         TrainError: epochs or batch size below 1, steps_per_execution, threads
             or pack_bytes below 0, an unknown all_reduce or all_reduce_dtype,
-            float16 with parameter_server, a learning rate that
+            float16 with parameter_server, learning_rate_scaling=linear with
+            parameter_server, a learning rate that
             is not a positive finite number, a metrics port (TF_CONFIG port +
             offset) above 65535.
     """
@@ -197,6 +198,12 @@ def check(config: TrainConfig) -> TFConfig | None:
         models.scaled_learning_rate(1.0, 1, config.learning_rate_scaling)
     except ValueError as err:
         raise TrainError(str(err)) from None
+    if config.learning_rate_scaling == "linear" and config.strategy == "parameter_server":
+        raise TrainError(
+            "learning_rate_scaling=linear does not fit strategy=parameter_server: each worker "
+            "applies the gradients of its own batch, so its step size is not scaled. Fix: leave "
+            "learning_rate_scaling out and set the step size itself (learning_rate=...)"
+        )
     models.get(config.model)
     if config.steps_per_execution > 1:
         models.check_steps_per_execution(config.model)
