@@ -165,3 +165,23 @@ def test_linear_learning_rate_scaling_with_parameter_server_is_refused(tmp_path:
         and "Fix: leave learning_rate_scaling out and set the step size itself" in text
     ), text[-2000:]
     assert not runs.exists()
+
+
+def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Path) -> None:
+    # Passed every check; the tasks then waited 300 s for each other and the timeout said
+    # "not answering: every task answers on its port".
+    inventory = tmp_path / "inventory"
+    shutil.copytree(Path(__file__).parents[1] / "inventory" / "local", inventory)
+    host_vars = inventory / "host_vars" / "localhost.yml"
+    host_vars.write_text(
+        host_vars.read_text().replace(
+            "tf_cluster_address: 127.0.0.1", "tf_cluster_address: 10.255.255.1"
+        )
+    )
+    runs = tmp_path / "runs"
+    text = refused("-i", str(inventory), "train.yml", "-e", f"training_run_runs_dir={runs}")
+    assert (
+        "Host localhost, task worker-0: tf_cluster_address 10.255.255.1 is not an address of "
+        "this machine" in text
+    ), text[-2000:]
+    assert not any(runs.rglob("launch.json"))

@@ -68,6 +68,23 @@ def as_worker_0(monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
     monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
 
 
+@pytest.mark.parametrize("host", ["10.255.255.1", "no-such-host.invalid"])
+def test_a_local_task_on_another_machines_address_is_refused(
+    staged: Path, host: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A local run with tf_cluster_address 10.255.255.1 passed every check, then each task
+    # waited training_run_startup_timeout for the others.
+    as_worker_0(monkeypatch, [f"{host}:2222", f"{host}:2223"])
+    argv = ["check", "--data-dir", str(staged), "--own-address"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"tf_cluster_address {host} " in err and "Fix: leave tf_cluster_address out" in err
+    as_worker_0(monkeypatch, ["localhost:2222", "127.0.0.1:2223"])
+    assert main(argv) == 0
+    as_worker_0(monkeypatch, ["10.255.255.1:2222", "10.255.255.1:2223"])
+    assert main(argv[:-1]) == 0  # nodes: checked by the network preflight instead
+
+
 def test_the_global_batch_counts_every_worker(
     staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -81,18 +81,10 @@ def test_the_recovery_line_says_a_chief_restarted_before_any_backup_began_again(
     )
 
 
-def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
-    tmp_path: Path,
-) -> None:
+def stuck_task(tf_config: dict, task_log: Path) -> subprocess.CompletedProcess[str]:
+    """Run a task of ``tf_config`` with a 1 s startup watchdog, stuck holding the GIL."""
     # TensorFlow's MultiWorkerMirroredStrategy() set-up holds the GIL while it waits for a
     # peer; builtin sum over a long iterator does too, so no thread of the task would run.
-    up, down, me = free_ports(3)
-    listener = socket.create_server(("127.0.0.1", up))
-    tf_config = {
-        "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{down}", f"127.0.0.1:{me}"]},
-        "task": {"type": "worker", "index": 2},
-    }
-    task_log = tmp_path / "tasks" / "worker-2.jsonl"
     code = (
         "import itertools, os, sys\n"
         "from training.cluster import parse_tf_config\n"
@@ -101,14 +93,27 @@ def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
         f"StartupWatchdog(tf_config, 1.0, {str(task_log)!r}).start()\n"
         "sum(itertools.repeat(1, 10**12))\n"
     )
-    started = time.monotonic()
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, "TF_CONFIG": json.dumps(tf_config), "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
+    tmp_path: Path,
+) -> None:
+    up, down, me = free_ports(3)
+    listener = socket.create_server(("127.0.0.1", up))
+    tf_config = {
+        "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{down}", f"127.0.0.1:{me}"]},
+        "task": {"type": "worker", "index": 2},
+    }
+    task_log = tmp_path / "tasks" / "worker-2.jsonl"
+    started = time.monotonic()
+    result = stuck_task(tf_config, task_log)
     listener.close()
     assert result.returncode == -tasklog.STARTUP_TIMEOUT_SIGNAL
     assert time.monotonic() - started < 30
@@ -117,6 +122,22 @@ def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
     assert "training_run_startup_timeout" in result.stderr
     (event,) = [e for e in read_events(task_log) if e["event"] == "timeout"]
     assert event["missing"] == [f"worker-1 (127.0.0.1:{down})"]
+
+
+def test_watchdog_asks_about_the_addresses_when_every_port_answers(tmp_path: Path) -> None:
+    # Said "not answering: every task answers on its port" (a local run on an address that
+    # something else answered for).
+    up, me = free_ports(2)
+    listener = socket.create_server(("127.0.0.1", up))
+    tf_config = {
+        "cluster": {"worker": [f"127.0.0.1:{up}", f"127.0.0.1:{me}"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    result = stuck_task(tf_config, tmp_path / "tasks" / "worker-1.jsonl")
+    listener.close()
+    assert result.returncode == -tasklog.STARTUP_TIMEOUT_SIGNAL
+    assert "not answering" not in result.stderr
+    assert "although every task's port answers: is each host's tf_cluster_address" in result.stderr
 
 
 def test_watchdog_stays_quiet_once_the_cluster_formed() -> None:

@@ -35,7 +35,7 @@ from training.bench import DEFAULT_TARGET, BenchError
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
 from training.follow import FollowError
 from training.launcher import LaunchError
-from training.netcheck import NetCheckError
+from training.netcheck import NetCheckError, check_own_address
 from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS
 from training.tasklog import DIVERGED_EXIT
 from training.train import DivergedError, TrainConfig, TrainError
@@ -175,6 +175,11 @@ def build_parser() -> argparse.ArgumentParser:
     _train_flags(check)
     check.add_argument("--tf-config-file", type=Path, help="read TF_CONFIG from this file")
     check.add_argument("--no-data", action="store_true", help="do not look for the dataset file")
+    check.add_argument(
+        "--own-address",
+        action="store_true",
+        help="also refuse a task address that is not this machine's (a local run: all tasks here)",
+    )
     check.add_argument(
         "--build",
         action="store_true",
@@ -325,6 +330,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             warning = oversubscribed(config, check(config))
             if warning:
                 print(f"warning: {warning}", file=sys.stderr)
+        if args.own_address:
+            tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
+            if tf_config is not None and tf_config.task.host:
+                check_own_address(tf_config.task.host)
         if args.build:
             _build_once(_config(args))
         return 0

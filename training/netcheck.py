@@ -18,6 +18,47 @@ class NetCheckError(RuntimeError):
     """A port that cannot be listened on (usually: already in use)."""
 
 
+def check_own_address(host: str) -> None:
+    """Refuse a task host that is not this machine, for a run whose tasks all start here.
+
+    The local launcher starts every task on this machine, and the tasks connect
+    to each other at the addresses of the cluster spec: a host that is another
+    machine's address leaves the cluster unformed until the startup timeout.
+    The test binds a socket to each of the host's addresses, port 0: the kernel
+    refuses an address that no interface of this machine holds (EADDRNOTAVAIL,
+    bind(2)); 127.0.0.0/8 and ::1 are always this machine's.
+
+    Args:
+        host: a task address's host part: a name, an IPv4 or an IPv6 address.
+
+    Raises:
+        NetCheckError: ``host`` does not resolve here, or none of its addresses
+            is this machine's.
+    """
+    fix = (
+        "Fix: leave tf_cluster_address out of this host's inventory variables "
+        "(its tasks then use 127.0.0.1), or give one of this machine's addresses"
+    )
+    try:
+        infos = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except socket.gaierror as err:
+        raise NetCheckError(
+            f"tf_cluster_address {host} does not resolve here ({err}). {fix}"
+        ) from None
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as sock:
+            try:
+                sock.bind(sockaddr)
+            except OSError:
+                continue
+            return
+    raise NetCheckError(
+        f"tf_cluster_address {host} is not an address of this machine, yet a local run starts "
+        "every task here and the tasks connect to each other at that address (they would wait "
+        f"for each other until training_run_startup_timeout). {fix}"
+    )
+
+
 def listen(ports: list[int], seconds: float, stop_file: Path | None = None) -> int:
     """Accept and close connections on ``ports`` until ``seconds`` pass or ``stop_file`` exists.
 

@@ -164,11 +164,14 @@ def watch_startup(pid: int, timeout: float, tf_config: TFConfig, task_log: Path 
     if select.select([sys.stdin], [], [], margin)[0]:
         return 0
     missing = [task for task in unreachable_tasks(tf_config) if task in earlier]
-    who = ", ".join(missing) if missing else "every task answers on its port"
-    message = (
-        f"{tf_config.task.name}: the cluster did not form within {timeout:.0f} s "
-        f"(training_run_startup_timeout); not answering: {who}. Look at the log of "
-        "those tasks (journalctl -u raspi-tf-task@<task>, or runs/<run>/logs/<task>.log)"
+    where = "(journalctl -u raspi-tf-task@<task>, or runs/<run>/logs/<task>.log)"
+    message = f"{tf_config.task.name}: the cluster did not form within {timeout:.0f} s " + (
+        f"(training_run_startup_timeout); not answering: {', '.join(missing)}. Look at the log "
+        f"of those tasks {where}"
+        if missing
+        else "(training_run_startup_timeout), although every task's port answers: is each "
+        "host's tf_cluster_address that host's own (not one that something else answers "
+        f"for, such as a NAT or proxy)? Look at the tasks' logs {where}"
     )
     if select.select([sys.stdin], [], [], 0)[0]:
         return 0  # formed while the ports were probed
