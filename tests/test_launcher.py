@@ -348,8 +348,12 @@ def test_a_diverged_task_is_not_restarted_and_the_run_says_why(tmp_path: Path) -
     plan = {"worker-0": "exit:60:0", "worker-1": f"exit:0.5:{DIVERGED_EXIT}"}
     run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
     assert launch(run).wait(timeout=60) == 1
-    line = " ".join(follow_status(run)["line"].split())
+    status = follow_status(run)
+    line = " ".join(status["line"].split())
     assert "task worker-1: training diverged (the loss became NaN or infinite)" in line
+    # "its last lines give the epoch and the step size": they were not printed (the log of
+    # "worker-1:" was looked for).
+    assert f"worker-1 exiting with {DIVERGED_EXIT}" in status["log_tail"]
     assert "not restarted: it would diverge again. Fix: a lower learning_rate" in line
     assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0
     assert not any(pid_alive(p) for p in task_pids(run))

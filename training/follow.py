@@ -171,7 +171,7 @@ def _local_status(run_dir: Path, state: dict[str, Any]) -> tuple[str, str, str]:
         failed = [
             n for n, t in state.get("tasks", {}).items() if t.get("returncode") not in (0, None)
         ]
-        culprit = reason.split()[1] if reason.startswith(("task ", "chief ")) else ""
+        culprit = reason.split()[1].rstrip(":") if reason.startswith(("task ", "chief ")) else ""
         name = culprit or (failed[0] if failed else "launcher")
         log_tail = tail(run_dir / LOG_DIR / f"{name}.log")
     if current == "succeeded":
