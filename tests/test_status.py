@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_playbook
+from tests.conftest import ROOT, run_playbook
 
 RECORD = {
     "dataset": "mnist_5k",
@@ -40,6 +41,27 @@ def test_status_of_a_run_given_as_its_folder(refused_run: Path, form: str) -> No
         sum(line.startswith(("- worker-0   never ran", "- worker-1   never ran")) for line in lines)
         == 2
     )
+
+
+def test_a_run_id_with_a_trailing_slash_is_found_in_runs() -> None:
+    # Was taken as a folder of the project: "No run <id> in <project>". The run must be in the
+    # default runs folder: -e training_run_runs_dir would outrank the playbook's own choice.
+    run = ROOT / "runs" / "19700101T000000Z-test-trailing-slash"
+    run.mkdir(parents=True)
+    try:
+        (run / "run.json").write_text(json.dumps({**RECORD, "run_id": run.name}))
+        lines = status_lines(f"{run.name}/")
+    finally:
+        shutil.rmtree(run)
+    assert f"- run {run.name} (multi_worker_mirrored)" in lines
+
+
+def test_a_run_outside_any_runs_folder_is_answered_without_walking_it() -> None:
+    # -e run=../../etc walked all of / for run.json files, warning of /proc.
+    result = run_playbook("status.yml", "-e", "run=../../etc")
+    text = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "has no run.json" in text and "/proc" not in text, text[-2000:]
 
 
 def test_stop_of_an_ended_run_given_as_its_folder(refused_run: Path) -> None:
