@@ -274,6 +274,28 @@ def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
         launcher.load_spec(spec)
 
 
+def test_follow_keeps_a_restart_between_the_epochs_around_it(tmp_path: Path) -> None:
+    # Many epochs in one poll were one "epochs 1-7/9" line put before the restart, though
+    # epochs 4-7 came after it.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    start = {"event": "start", "epochs": 9, "steps_per_epoch": 10, "tasks": ["a"], "restarts": 0}
+    events = [
+        start,
+        *[{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5} for i in (1, 2, 3, 4)],
+        {**start, "restarts": 1},
+        {"event": "resume", "epoch": 3},
+        *[{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.6} for i in (4, 5, 6, 7)],
+    ]
+    (run / "progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    lines = follow_run(run, wait=0.1, cursor_file=tmp_path / "cursor")["line"].split(LINE_SEPARATOR)
+    heads = [line.split(":")[0] for line in lines]
+    assert heads[0] == "training started" and heads[1] == "epochs 1-4/9", lines
+    assert heads[-2:] == ["epochs 4-6/9", "epoch 7/9"], lines
+    assert len(heads) == 6, lines  # the restart and the resume between them, in order
+
+
 def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

@@ -262,14 +262,20 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
     ]
     epochs = [i for i in shown if events[i]["event"] == "epoch"]
     if len(epochs) > MAX_EPOCH_LINES:
-        # Many short epochs in one poll: one line for all but the newest.
-        start = next((e for e in events if e["event"] == "start"), {})
-        summary = describe_epochs([events[i] for i in epochs[:-1]], start.get("epochs", "?"))
-        lines = [
-            summary if i == epochs[0] else describe(events[: i + 1])
-            for i in shown
-            if i not in epochs[1:-1]
-        ]
+        # Many short epochs in one poll: one line for each run of them between other events
+        # (a restart, a resume), the newest epoch on its own line.
+        total = next((e for e in events if e["event"] == "start"), {}).get("epochs", "?")
+        lines, group = [], []
+        for i in shown:
+            if events[i]["event"] == "epoch" and i != epochs[-1]:
+                group.append(i)
+                continue
+            if len(group) == 1:
+                lines.append(describe(events[: group[0] + 1]))
+            elif group:
+                lines.append(describe_epochs([events[j] for j in group], total))
+            group = []
+            lines.append(describe(events[: i + 1]))
     else:
         lines = [describe(events[: i + 1]) for i in shown]
     if current["state"] not in ("running", "starting") or not lines:
