@@ -242,6 +242,14 @@ def test_follow_refuses_a_model_other_than_the_runs(tmp_path: Path) -> None:
     assert "Fix: leave -e model out" in text
 
 
+def test_follow_refuses_another_model_for_an_ended_run_too(refused_run: Path) -> None:
+    # An ended run got its summary with rc 0, the -e model ignored.
+    result = run_playbook("follow.yml", "-e", f"run={refused_run}", "-e", "model=mnist_mlp")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e model=mnist_mlp would change nothing" in text, text[-2000:]
+
+
 def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
     run = orphaned_run(tmp_path)
     rerecord(run, tasks=["worker-0", "worker-1", "worker-2"])
