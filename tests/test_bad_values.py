@@ -185,3 +185,16 @@ def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Pa
         "this machine" in text
     ), text[-2000:]
     assert not any(runs.rglob("launch.json"))
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "__init__"])
+def test_a_model_name_that_cannot_be_a_module_is_not_offered_as_a_file(
+    tmp_path: Path, name: str
+) -> None:
+    # Offered "add training/models/../../../etc/passwd.py", and "add training/models/__init__.py",
+    # which exists.
+    runs = tmp_path / "runs"
+    text = refused("train.yml", "-e", f"model={name}", "-e", f"training_run_runs_dir={runs}")
+    assert f"model={name} is unknown" in text, text[-2000:]
+    assert "add a model as a module of training/models/, named with letters" in text
+    assert not runs.exists()
