@@ -46,8 +46,19 @@ def plot_run(run_dir: Path) -> list[Path]:
     if epochs:
         xs = [e["epoch"] for e in epochs]
         fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-        ax_loss.plot(xs, _values(epochs, "loss"), marker="o")
+        losses = _values(epochs, "loss")
+        ax_loss.plot(xs, losses, marker="o")
         ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
+        if not any(math.isfinite(v) for v in losses):  # else an empty panel
+            ax_loss.text(
+                0.5,
+                0.5,
+                "no finite loss: training diverged\n(NaN or infinite; see the run's reason)",
+                transform=ax_loss.transAxes,
+                ha="center",
+                va="center",
+                color="tab:red",
+            )
         ax_acc.plot(xs, _values(epochs, "accuracy"), marker="o", label="training")
         if any("test_accuracy" in e for e in epochs):  # the chief's test after each epoch
             ax_acc.plot(
@@ -64,7 +75,8 @@ def plot_run(run_dir: Path) -> list[Path]:
         ax_acc.legend(loc="lower right")
         for ax in (ax_loss, ax_acc):
             ax.grid(alpha=0.3)
-            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True, min_n_ticks=1))
+            ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)  # one epoch: not -0.045..0.045
         fig.suptitle(title)
         fig.tight_layout()
         path = run_dir / LOSS_PLOT
