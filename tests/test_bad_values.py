@@ -21,6 +21,19 @@ def refused(*args: str) -> str:
     return text
 
 
+def small_dataset(tmp_path: Path) -> Path:
+    """A folder holding a small mnist_5k.npz, for runs refused after the tasks' start-up check.
+
+    On a fresh clone (CI's unit stage) nothing is staged, and that check refuses the run first.
+    """
+    data = tmp_path / "datasets"
+    data.mkdir()
+    images = np.zeros((256, 28, 28), np.uint8)
+    labels = np.arange(256, dtype=np.uint8) % 10
+    np.savez(data / "mnist_5k.npz", x_train=images, y_train=labels, x_test=images, y_test=labels)
+    return data
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [
@@ -89,11 +102,7 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
     offset = high - mid  # worker-0 (port mid) would serve metrics on high, which is taken
     ports = {"worker": [mid, low], "ps": free_ports(1), "chief": free_ports(1)}
     runs = tmp_path / "runs"
-    data = tmp_path / "datasets"  # the tasks' start-up check comes first and needs a dataset
-    data.mkdir()
-    images = np.zeros((256, 28, 28), np.uint8)
-    labels = np.arange(256, dtype=np.uint8) % 10
-    np.savez(data / "mnist_5k.npz", x_train=images, y_train=labels, x_test=images, y_test=labels)
+    data = small_dataset(tmp_path)  # the tasks' start-up check comes first
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", high))
         busy.listen()
@@ -179,7 +188,11 @@ def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Pa
         )
     )
     runs = tmp_path / "runs"
-    text = refused("-i", str(inventory), "train.yml", "-e", f"training_run_runs_dir={runs}")
+    text = refused(
+        "-i", str(inventory), "train.yml",
+        "-e", f"training_run_runs_dir={runs}",
+        "-e", f"training_data_dir={small_dataset(tmp_path)}",
+    )  # fmt: skip
     assert (
         "Host localhost, task worker-0: tf_cluster_address 10.255.255.1 is not an address of "
         "this machine" in text

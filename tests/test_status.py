@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -56,12 +57,18 @@ def test_a_run_id_with_a_trailing_slash_is_found_in_runs() -> None:
     assert f"- run {run.name} (multi_worker_mirrored)" in lines
 
 
-def test_a_run_outside_any_runs_folder_is_answered_without_walking_it() -> None:
-    # -e run=../../etc walked all of / for run.json files, warning of /proc.
-    result = run_playbook("status.yml", "-e", "run=../../etc")
+def test_a_run_outside_any_runs_folder_is_answered_without_walking_it(tmp_path: Path) -> None:
+    # -e run=../../etc walked all of / for run.json files, warning of /proc. The folder is given
+    # relative to the checkout, as there, but made here: ../../etc exists only where the
+    # checkout is two folders below /.
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    (folder / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    result = run_playbook("status.yml", "-e", f"run={os.path.relpath(folder, ROOT)}")
     text = " ".join((result.stdout + result.stderr).split())
     assert result.returncode != 0
-    assert "has no run.json" in text and "/proc" not in text, text[-2000:]
+    assert f"{folder} has no run.json: not a run folder" in text, text[-2000:]
+    assert "/proc" not in text
 
 
 def test_stop_of_an_ended_run_given_as_its_folder(refused_run: Path) -> None:
