@@ -120,7 +120,9 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     text = bench.table(out)
     assert "efficiency 0.90" in text
-    assert "(1.10x)" in text
+    assert "ring lower bound 214.3 ms, 1.10x)" in text
+    # The 100 Mb/s row: 64 examples a step at 1000 examples/s on 1 node, 0.3 s a step on 2.
+    assert "a step computes 64.0 ms on 1 node; the all-reduce adds 236.0 ms" in text
     assert "float16 all-reduce against float32" in text and "1.40x" in text
     assert "not reached" in text
     assert max(len(line) for line in text.splitlines()) <= 100
