@@ -30,14 +30,16 @@ def add_model_module(
 
 
 def test_known_models() -> None:
-    assert {"mnist_mlp", "mnist_cnn", "mnist_lstm", "mnist_wide_mlp"} <= set(models.available())
+    assert {"mnist_mlp", "mnist_cnn", "mnist_lstm", "mnist_wide_mlp", "mnist_vgg"} <= set(
+        models.available()
+    )
     assert not any(name.startswith("_") for name in models.available())
 
 
 def test_unknown_model_lists_the_known_ones() -> None:
     with pytest.raises(
         models.UnknownModelError,
-        match="known models: mnist_cnn, mnist_lstm, mnist_mlp, mnist_wide_mlp",
+        match="known models: mnist_cnn, mnist_lstm, mnist_mlp, mnist_vgg, mnist_wide_mlp",
     ):
         models.get("resnet50")
 
@@ -56,6 +58,7 @@ def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyP
         ("mnist_cnn", 34_826),
         ("mnist_lstm", 81_674),
         ("mnist_wide_mlp", 669_706),
+        ("mnist_vgg", 81_002),
     ],
 )
 def test_models_map_images_to_ten_logits(name: str, weights: int) -> None:
