@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.conftest import ROOT
 from training import models
 
 #: A model module as the README describes it; {params} is build()'s parameter
@@ -229,3 +230,12 @@ def test_the_control_node_check_refuses_a_model_the_data_does_not_fit(
     err = " ".join(capsys.readouterr().err.split())
     assert f"training/models/{name}.py: " in err and message in err, err
     assert main(["check", "--no-data", "--build", "--model", "mnist_mlp"]) == 0
+
+
+def test_train_yml_knows_every_shipped_model() -> None:
+    # A shipped model missing from the list is built once more on the control node before
+    # every run of it, as a model of the user's own would be.
+    import yaml
+
+    role_vars = yaml.safe_load((ROOT / "roles/training_run/vars/main.yml").read_text())
+    assert role_vars["__training_run_bundled_models"] == models.available()
