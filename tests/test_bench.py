@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_workers
 from training import bench
 from training.cli import main
 
@@ -92,6 +93,15 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     _case(tmp_path, "mnist_wide_mlp-local-2workers", 800.0, [0.95], workers=2)
     _case(tmp_path, "mnist_wide_mlp-local-1worker", 1000.0, [0.95], batch=128)
     (tmp_path / "not-a-case").mkdir()
+    # The all-reduce alone at 100 Mb/s: 0.22 s for the model's 669,706 floats.
+    (tmp_path / "all_reduce-100mbit.json").write_text(
+        json.dumps(
+            [
+                {"model": "", "floats": 1, "bytes": 4, "median_seconds": 0.001},
+                {"model": "x", "floats": 669_706, "bytes": 2_678_824, "median_seconds": 0.22},
+            ]
+        )
+    )
     out = bench.report(tmp_path, target=0.95)
 
     assert len(out["cases"]) == 7
@@ -105,6 +115,10 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert slow["ring_bound_seconds"] == pytest.approx(0.2143, abs=1e-4)
     assert slow["all_reduce_over_bound"] == pytest.approx(1.10)
     assert slow["seconds_to_target"] is None
+    # One node's 0.064 s step plus the all-reduce's 0.22 s alone: at most 0.225.
+    assert slow["all_reduce_alone_seconds"] == 0.22
+    assert slow["ceiling_efficiency"] == pytest.approx(0.064 / 0.284, abs=1e-3)
+    assert "ceiling_efficiency" not in by_link[1000]  # not timed at 1000 Mb/s
     assert out["strategies"][0]["ratio"] == pytest.approx(0.5)
     assert out["local"][0]["ratio"] == pytest.approx(0.8)
     assert len(out["scaling"]) == 2  # the float16 case is not a scaling point
@@ -125,6 +139,8 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "a step computes 64.0 ms on 1 node; the all-reduce adds 236.0 ms" in text
     assert "float16 all-reduce against float32" in text and "1.40x" in text
     assert "not reached" in text
+    assert "alone, in lockstep, it takes 220.0 ms, which leaves at most 0.23" in text
+    assert "the other 16.0 ms is the wait for the slower node" in text
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
@@ -133,3 +149,23 @@ def test_an_empty_benchmark_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert "holds no finished case" in capsys.readouterr().err
     assert main(["bench", "--dir", str(tmp_path / "missing")]) == 2
     assert "run make bench first" in capsys.readouterr().err
+
+
+def test_all_reduce_bench_needs_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["all-reduce-bench"]) == 2
+    assert "needs TF_CONFIG of a multi_worker_mirrored cluster" in capsys.readouterr().err
+
+
+def test_all_reduce_bench_times_each_size_on_every_worker() -> None:
+    # Two workers on loopback, as make bench runs it on its two nodes.
+    script = (
+        "import json; from training.bench import all_reduce_bench; "
+        "print(json.dumps(all_reduce_bench(['mnist_cnn'], calls=5, seconds=2.0)))"
+    )
+    for line in run_workers(script):
+        rows = json.loads(line)
+        assert [(r["model"], r["bytes"], r["calls"]) for r in rows] == [
+            ("", 4, 5),
+            ("mnist_cnn", 34_826 * 4, 5),
+        ]
+        assert all(0 < r["p10_seconds"] <= r["median_seconds"] <= r["p90_seconds"] for r in rows)

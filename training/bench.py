@@ -21,7 +21,13 @@ compares them:
   optimal all-reduce algorithms for clusters of workstations", JPDC 69(2),
   2009);
 - parameter_server against multi_worker_mirrored on the same nodes;
-- local workers against one process on the same cores.
+- local workers against one process on the same cores;
+- the all-reduce alone: :func:`time_all_reduces`, run on every bench node at
+  once (``python -m training all-reduce-bench``), times all-reduces of each
+  model's gradient size in lockstep, outside training, into
+  ``all_reduce-<link>mbit.json``; with a model's 1-node step time it gives
+  the efficiency that all-reduce alone leaves (the ceiling), the rest of
+  the 2-node step being the wait for the slower node.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ _NODE_CASE = re.compile(
     r"^(?P<model>.+)-(?P<nodes>\d+)node-(?P<strategy>mwms|ps)-(?P<link>\d+)mbit(?:-fp16)?$"
 )
 _LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
+#: ``all_reduce-<link>mbit.json``: :func:`time_all_reduces`' figures at that link rate.
+_ALL_REDUCE_FILE = re.compile(r"^all_reduce-(?P<link>\d+)mbit\.json$")
 
 
 class BenchError(RuntimeError):
@@ -165,13 +173,22 @@ def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | 
     )
 
 
-def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
+def compare(
+    cases: list[Case], all_reduces: dict[tuple[int, int], dict[str, Any]] | None = None
+) -> dict[str, list[dict[str, Any]]]:
     """The benchmark's comparisons between cases.
+
+    Args:
+        cases: the finished cases.
+        all_reduces: :func:`read_all_reduces`' timings, if the bench made any.
 
     Returns:
         ``scaling``: per model, link and node count above 1 (multi_worker_mirrored):
         speed-up, efficiency, time to target against 1 node, and the all-reduce
-        time per step with its ring lower bound and their ratio.
+        time per step with its ring lower bound and their ratio; where the
+        all-reduce of the model's gradients was also timed alone, that time
+        (``all_reduce_alone_seconds``) and the efficiency it alone would leave,
+        one node's step over that step plus it (``ceiling_efficiency``).
         ``strategies``: parameter_server against multi_worker_mirrored per model,
         nodes and link. ``local``: local workers against one local process.
         ``float16``: float16 all-reduce against float32 per model, nodes and
@@ -198,6 +215,11 @@ def compare(cases: list[Case]) -> dict[str, list[dict[str, Any]]]:
             "one_node_seconds_to_target": base.seconds_to_target,
         }
         row.update(_all_reduce_figures(c, base))
+        alone = (all_reduces or {}).get((c.link_mbit, row.get("gradient_bytes", -1)))
+        if alone is not None:
+            seconds = float(alone["median_seconds"])
+            row["all_reduce_alone_seconds"] = seconds
+            row["ceiling_efficiency"] = round(base.step_seconds / (base.step_seconds + seconds), 3)
         scaling.append(row)
     mirrored = {
         (c.model, c.nodes, c.link_mbit): c
@@ -278,6 +300,140 @@ def _all_reduce_figures(case: Case, base: Case) -> dict[str, Any]:
     }
 
 
+def time_all_reduces(
+    strategy: Any, sizes: list[int], calls: int = 100, seconds: float = 20.0
+) -> list[dict[str, Any]]:
+    """Seconds one all-reduce (sum) of each size takes, every worker calling it in lockstep.
+
+    Each worker must call this at the same time with the same arguments: a
+    call returns when every replica has contributed. Each size is first
+    called 10 times untimed (tracing, connections), then up to ``calls``
+    times or ``seconds`` of wall time, whichever ends first. The all-reduce
+    is the strategy's own (its ``CommunicationOptions``), as in training.
+
+    Args:
+        strategy: a ``MultiWorkerMirroredStrategy`` (made before any other
+            TensorFlow call of the process).
+        sizes: float32 elements per all-reduce, each at least 1.
+        calls: most timed calls per size.
+        seconds: most wall seconds of timed calls per size.
+
+    Returns:
+        One dict per size, in order: ``floats``, ``bytes`` (4 a float),
+        ``calls`` timed, and the ``median_seconds``, ``p10_seconds`` and
+        ``p90_seconds`` of a call.
+
+    Raises:
+        ValueError: a size below 1, or calls below 1.
+    """
+    if calls < 1 or any(n < 1 for n in sizes):
+        raise ValueError(f"sizes and calls must be 1 or more, not {sizes}, {calls}")
+    import time
+
+    import tensorflow as tf
+
+    def all_reduce_of(values: Any) -> Any:
+        # values is captured, not passed: a function argument has no device,
+        # and the collective then finds no destination for its sum.
+        @tf.function
+        def all_reduce() -> Any:
+            summed = strategy.run(
+                lambda: tf.distribute.get_replica_context().all_reduce("sum", values)
+            )
+            return strategy.experimental_local_results(summed)[0][0]
+
+        return all_reduce
+
+    out = []
+    for n in sizes:
+        all_reduce = all_reduce_of(tf.ones([n], tf.float32))
+        for _ in range(10):
+            all_reduce().numpy()
+        times: list[float] = []
+        deadline = time.monotonic() + seconds
+        while len(times) < calls and (not times or time.monotonic() < deadline):
+            start = time.perf_counter()
+            all_reduce().numpy()
+            times.append(time.perf_counter() - start)
+        times.sort()
+        out.append(
+            {
+                "floats": n,
+                "bytes": 4 * n,
+                "calls": len(times),
+                "median_seconds": round(times[len(times) // 2], 6),
+                "p10_seconds": round(times[len(times) // 10], 6),
+                "p90_seconds": round(times[(9 * len(times)) // 10], 6),
+            }
+        )
+    return out
+
+
+def all_reduce_bench(
+    model_names: list[str], calls: int = 100, seconds: float = 20.0
+) -> list[dict[str, Any]]:
+    """Time this task's all-reduces of 4 bytes and of each model's gradients, in lockstep.
+
+    The command ``python -m training all-reduce-bench`` of every worker of a
+    ``multi_worker_mirrored`` cluster (TF_CONFIG), started at the same time:
+    the strategy first, with the threads a training task would get on this
+    host, then each model built once to count its trainable weights, then
+    :func:`time_all_reduces`.
+
+    Args:
+        model_names: models whose gradient size to time (4 bytes come first).
+        calls: most timed calls per size.
+        seconds: most wall seconds of timed calls per size.
+
+    Returns:
+        :func:`time_all_reduces`' rows, each with the ``model`` it is the size of
+        (``""`` for the 4 bytes).
+
+    Raises:
+        BenchError: no TF_CONFIG, or one that is not a worker of a cluster
+            of two or more workers.
+        training.models.UnknownModelError: an unknown model.
+    """
+    import os
+
+    from training.cluster import parse_tf_config
+    from training.train import TrainConfig, thread_count
+
+    tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), "multi_worker_mirrored")
+    if tf_config is None or len(tf_config.tasks) < 2:
+        raise BenchError(
+            "all-reduce-bench needs TF_CONFIG of a multi_worker_mirrored cluster of 2 or more "
+            "workers, and every worker running it at once"
+        )
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    import tensorflow as tf
+
+    from training import models
+    from training.strategy import make_strategy
+
+    for name in model_names:
+        models.get(name)  # an unknown name fails here, before the cluster forms
+    threads = thread_count(TrainConfig(), tf_config)  # what a training task gets here
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    strategy = make_strategy(tf_config, "multi_worker_mirrored")
+    sizes = {"": 1} | {name: _weights(name) for name in model_names}
+    rows = time_all_reduces(strategy, list(sizes.values()), calls, seconds)
+    return [{"model": name, **row} for name, row in zip(sizes, rows, strict=True)]
+
+
+def read_all_reduces(bench_dir: Path) -> dict[tuple[int, int], dict[str, Any]]:
+    """The all-reduce timings of ``bench_dir``, by (link rate in Mb/s, gradient bytes)."""
+    found = {}
+    for path in sorted(bench_dir.glob("all_reduce-*mbit.json")):
+        match = _ALL_REDUCE_FILE.match(path.name)
+        if not match:
+            continue
+        for row in json.loads(path.read_text(encoding="utf-8")):
+            found[(int(match["link"]), int(row["bytes"]))] = row
+    return found
+
+
 def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
     """Read every case of ``bench_dir``, write ``bench.json`` and the plots there.
 
@@ -308,7 +464,7 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
             "<model>-local-<n>workers with a metrics.json)"
         )
     out: dict[str, Any] = {"target_accuracy": target, "cases": [asdict(c) for c in cases]}
-    out.update(compare(cases))
+    out.update(compare(cases, read_all_reduces(bench_dir)))
     out["plots"] = [p.name for p in _plot(bench_dir, out)]
     tmp = bench_dir / f".{BENCH_FILE}.tmp"
     tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
@@ -361,6 +517,16 @@ def table(out: dict[str, Any]) -> str:
                     f"    (ring lower bound {1000 * r['ring_bound_seconds']:.1f} ms, "
                     f"{r['all_reduce_over_bound']:.2f}x)",
                 ]
+            if "ceiling_efficiency" in r:
+                wait = r["all_reduce_seconds_per_step"] - r["all_reduce_alone_seconds"]
+                lines.append(
+                    f"    alone, in lockstep, it takes {1000 * r['all_reduce_alone_seconds']:.1f} "
+                    f"ms, which leaves at most {r['ceiling_efficiency']:.2f}"
+                )
+                if wait > 0:
+                    lines.append(
+                        f"    the other {1000 * wait:.1f} ms is the wait for the slower node"
+                    )
     if out["strategies"]:
         lines += ["", "parameter_server against multi_worker_mirrored on the same nodes:"]
     for r in out["strategies"]:

@@ -13,6 +13,7 @@ Commands:
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
 - ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder.
+- ``all-reduce-bench``: time the all-reduce alone, in lockstep, on every worker of a cluster.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -251,6 +252,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="test accuracy of 'time to accuracy' (default %(default)s)",
     )
 
+    all_reduce = sub.add_parser(
+        "all-reduce-bench",
+        help="time all-reduces of 4 bytes and of each model's gradients; every worker at once",
+    )
+    all_reduce.add_argument(
+        "--models",
+        default="",
+        help="comma-separated models whose gradient size to time (default: 4 bytes only)",
+    )
+    all_reduce.add_argument(
+        "--calls", type=int, default=100, help="most timed calls a size (default %(default)s)"
+    )
+    all_reduce.add_argument(
+        "--seconds",
+        type=float,
+        default=20.0,
+        help="most wall seconds of timed calls a size (default %(default)s)",
+    )
+    all_reduce.add_argument("--output", type=Path, help="also write the JSON list here")
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -379,6 +400,17 @@ def _dispatch(args: argparse.Namespace) -> int:
         out = report(args.dir, args.target)
         print(table(out))
         print(f"Report: {args.dir / 'bench.json'}; plots: {', '.join(out['plots']) or 'none'}")
+        return 0
+    if args.command == "all-reduce-bench":
+        from training.bench import all_reduce_bench
+
+        names = [name for name in args.models.split(",") if name]
+        text = json.dumps(all_reduce_bench(names, args.calls, args.seconds), indent=2) + "\n"
+        if args.output:
+            tmp = args.output.with_name(f".{args.output.name}.tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(args.output)
+        print(text, end="")
         return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line
