@@ -120,3 +120,47 @@ def test_words_that_are_not_name_value_are_refused_as_such() -> None:
     assert "Fix: -e name=value with nothing around '=', such as -e epochs=3" in text
     assert "_raw_params" not in text.split("fatal:")[-1].split("msg:")[-1]
     assert text.count("PLAY [") == 1
+
+
+def test_every_short_name_has_the_role_names_it_sets() -> None:
+    groups = lookup.aliases()
+    assert ("training_run_strategy", "tf_cluster_strategy", "strategy") in groups
+    assert ("training_run_model", "model") in groups
+    # A role defaulting to another role's name may be given another value on purpose.
+    assert not [g for g in groups if g[-1] == "training_node_user"]
+
+
+def test_one_setting_given_twice_is_a_clash_unless_the_role_name_came_with_e() -> None:
+    groups = [("training_run_epochs", "epochs")]
+    both = {"pi1": {"epochs": 5, "training_run_epochs": 3}, "pi2": {"epochs": 5}}
+    assert lookup.contradictions(both, groups, extra={"epochs"}) == [
+        {
+            "names": ["epochs", "training_run_epochs"],
+            "given_values": ["5", "3"],
+            "origins": ["-e", "inventory"],
+            "hosts": ["pi1"],
+        }
+    ]
+    # -e training_run_epochs=3 over the inventory's epochs: 5 is what its user meant.
+    assert lookup.contradictions(both, groups, extra={"training_run_epochs"}) == []
+    same = {"pi1": {"epochs": "3", "training_run_epochs": 3}}
+    assert lookup.contradictions(same, groups, extra={"epochs", "training_run_epochs"}) == []
+
+
+def test_two_strategies_at_once_stop_the_playbook_before_it_starts(tmp_path: Path) -> None:
+    # Ran parameter_server, silently: tf_cluster_strategy wins over strategy.
+    runs = tmp_path / "runs"
+    result = run_playbook(
+        "train.yml",
+        *("-e", "tf_cluster_strategy=parameter_server", "-e", "strategy=multi_worker_mirrored"),
+        *("-e", f"training_run_runs_dir={runs}"),
+    )
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert (
+        "strategy=multi_worker_mirrored (-e) and tf_cluster_strategy=parameter_server (-e) set "
+        "one setting, and tf_cluster_strategy=parameter_server would win. Fix: set it once: "
+        "leave out -e tf_cluster_strategy=parameter_server, or the other." in text
+    ), text[-2000:]
+    assert text.count("PLAY [") == 1
+    assert not runs.exists()

@@ -8,6 +8,7 @@ before they change anything (playbooks/check_extra_vars.yml).
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,14 @@ options:
     default: []
   inventory:
     description: Check every host's inventory variables instead of the -e names.
+    type: bool
+    default: false
+  contradictions:
+    description:
+      - Return instead the settings given twice, under a short name and a role's name for it
+        (C(-e strategy=...) and C(tf_cluster_strategy=...)), with different values; the role's
+        name would win, silently. One dict per clash, keys C(names), C(given_values), C(origins)
+        (C(-e) or C(inventory)) and C(hosts).
     type: bool
     default: false
 """
@@ -146,6 +155,91 @@ def misspelt(names_by_host: dict[str, set[str]], known: set[str]) -> list[dict[s
     return result
 
 
+#: A role default that reads other names: ``training_run_model: "{{ model | default(...) }}"``.
+#: Only the names its value starts with, each the default of the one before, count.
+ALIAS_DEFAULT = re.compile(r"^\{\{\s*((?:[a-z_][a-z0-9_]*\s*\|\s*default\(\s*)+)[^|]*\}\}$", re.S)
+
+
+def aliases(repo: Path = REPO) -> list[tuple[str, ...]]:
+    """The names that set one setting: a role default and the names its value reads first.
+
+    ``training_run_strategy: "{{ tf_cluster_strategy | default(strategy | default(...)) }}"``
+    gives ``("training_run_strategy", "tf_cluster_strategy", "strategy")``. Only defaults that
+    end in a short name (one no role's name starts: model, epochs, strategy) count; a role
+    that takes another role's name as its default (monitoring_user from training_node_user)
+    may be given another value on purpose.
+
+    Args:
+        repo: the checkout holding roles/.
+
+    Returns:
+        One tuple of names (str) per such default, the role's name first, sorted by it.
+    """
+    roles = tuple(f"{path.name}_" for path in (repo / "roles").iterdir() if path.is_dir())
+    result = []
+    for path in sorted((repo / "roles").glob("*/defaults/*.yml")):
+        data = yaml.safe_load(path.read_text()) or {}
+        for key, value in data.items() if isinstance(data, dict) else ():
+            match = ALIAS_DEFAULT.match(value.strip()) if isinstance(value, str) else None
+            if not match:
+                continue
+            names = re.findall(r"[a-z_][a-z0-9_]*", match.group(1).replace("default(", ""))
+            if names and not names[-1].startswith((*roles, "ansible_")):
+                result.append((key, *names))
+    return sorted(result)
+
+
+def contradictions(
+    values_by_host: dict[str, dict[str, Any]],
+    groups: list[tuple[str, ...]],
+    extra: set[str],
+) -> list[dict[str, Any]]:
+    """The settings each host is given twice, under two names of one group, with different values.
+
+    The role's name wins; that is what its user meant only when it alone came with -e
+    (``-e training_run_epochs=3`` over the inventory's ``epochs: 8``), which is not a clash.
+
+    Args:
+        values_by_host: each host's variables (``hostvars``: the inventory's and the -e ones).
+        groups: names that set one setting, as ``aliases()`` gives them.
+        extra: the names given with -e.
+
+    Returns:
+        ``[{"names": [a, b], "given_values": [va, vb], "origins": ["-e" | "inventory", ...],
+        "hosts": [...]}]``: one entry per clash, with every host that has it, by names.
+    """
+    found: dict[tuple[Any, ...], list[str]] = {}
+    for host in sorted(values_by_host):
+        values = values_by_host[host]
+        for group in groups:
+            given = [name for name in reversed(group) if name in values]
+            for first, second in itertools.pairwise(given):
+                a, b = str(values[first]), str(values[second])
+                # A role's name given with -e over a short one of the inventory wins, as meant.
+                if a != b and not (second in extra and first not in extra):
+                    found.setdefault((first, second, a, b), []).append(host)
+    return [
+        {
+            "names": [first, second],
+            "given_values": [a, b],
+            "origins": ["-e" if n in extra else "inventory" for n in (first, second)],
+            "hosts": hosts,
+        }
+        for (first, second, a, b), hosts in sorted(found.items())
+    ]
+
+
+def _values(hostvars: Any, names: set[str]) -> dict[str, Any]:
+    """The ``names`` a host has among its variables, templated as Ansible would read them."""
+    result = {}
+    for name in names & set(hostvars):
+        try:
+            result[name] = hostvars[name]
+        except Exception:  # a value that does not template is the roles' to refuse
+            continue
+    return result
+
+
 class LookupModule(LookupBase):
     """``query('raspi_tf_unknown_extra_vars', allowed=[...])``: see DOCUMENTATION."""
 
@@ -154,6 +248,12 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         extra = load_extra_vars(self._loader)
         known = known_names() | set(self.get_option("allowed"))
+        if self.get_option("contradictions"):
+            hostvars = (variables or {}).get("hostvars", {})
+            hosts = (variables or {}).get("groups", {}).get("all", [])
+            names = {name for group in aliases() for name in group}
+            values = {h: _values(hostvars[h], names) for h in hosts}
+            return contradictions(values, aliases(), set(extra))
         if self.get_option("inventory"):
             hostvars = (variables or {}).get("hostvars", {})
             hosts = (variables or {}).get("groups", {}).get("all", [])
