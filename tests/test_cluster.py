@@ -200,6 +200,13 @@ def test_derive_several_tasks_per_host_in_port_order() -> None:
         ),
         (
             GROUPS,
+            {**HOSTVARS, "pi2": {"tf_cluster_ports": "3"}},  # was "has no 'worker' entry"
+            "multi_worker_mirrored",
+            "host pi2: tf_cluster_ports is '3', not a mapping of job to ports; set it as "
+            r"tf_cluster_ports: \{worker: \[2222\]\}",
+        ),
+        (
+            GROUPS,
             {**HOSTVARS, "pi2": {"tf_cluster_ports": {"worker": [22]}}},
             "multi_worker_mirrored",
             "host pi2: tf_cluster_ports.worker has port 22, outside 1024-65535",

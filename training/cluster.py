@@ -469,7 +469,13 @@ def _host_ports(host: str, hv: Mapping[str, Any], job: str) -> list[int]:
                 f"the jobs are {', '.join(jobs)}"
                 + (f" (did you mean {close[0]}?)" if close else "")
             )
-    if not isinstance(ports_by_job, Mapping) or job not in ports_by_job:
+    if ports_by_job is not None and not isinstance(ports_by_job, Mapping):
+        raise ClusterConfigError(
+            f"host {host}: tf_cluster_ports is {ports_by_job!r}, not a mapping of job to ports; "
+            f"set it as tf_cluster_ports: {{{job}: [2222]}} (host_vars or group_vars), or per run "
+            f"""-e '{{"tf_cluster_ports": {{"{job}": [2222]}}}}'"""
+        )
+    if ports_by_job is None or job not in ports_by_job:
         raise ClusterConfigError(
             f"host {host} is in the {job} group but tf_cluster_ports has no {job!r} entry; "
             f"set tf_cluster_ports: {{{job}: [2222]}} for it (host_vars or group_vars)"
