@@ -118,6 +118,7 @@ def test_words_that_are_not_name_value_are_refused_as_such() -> None:
     assert result.returncode != 0
     assert "-e: '3' is not part of a name=value" in text, text[-2000:]
     assert "Fix: -e name=value with nothing around '=', such as -e epochs=3" in text
+    assert """needs quotes of its own inside the shell's, such as -e "name='two words'\"""" in text
     assert "_raw_params" not in text.split("fatal:")[-1].split("msg:")[-1]
     assert text.count("PLAY [") == 1
 
