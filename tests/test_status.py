@@ -115,7 +115,12 @@ def test_a_folder_with_other_things_is_not_offered_for_removal(tmp_path: Path) -
     result = run_playbook("status.yml", "-e", f"run={tmp_path}")
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
-    assert f"{tmp_path} has no run.json: not a run folder. Fix: -e run=<a folder of" in text
+    assert (
+        f"{tmp_path} has no run.json: not a run folder. Fix: -e run=<a run id> (a folder of" in text
+    )
+    assert "or the path of a run folder train.yml made elsewhere" in text
+    root = run_playbook("status.yml", "-e", "run=/etc")  # said "a folder of / that train.yml made"
+    assert "a folder of />" not in root.stdout and "or the path of a run folder" in root.stdout
     assert "rmdir" not in text
 
 
