@@ -456,7 +456,7 @@ def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path)
         assert launch(run).wait(timeout=60) == 1
         state = launcher.read_state(run)
         assert state["state"] == "failed"
-        assert f"port(s) {port} belong to another local run" in state["reason"]
+        assert f"port(s) {port} belong to another local run which started first" in state["reason"]
         assert not list((run / "logs").glob("worker-*.log")) and state["tasks"] == {}
         # runs/latest stays with the run that holds the ports (status.yml, stop.yml).
         assert not (run.parent / launcher.LATEST_LINK).exists()
@@ -464,3 +464,18 @@ def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path)
     third = run_on_port(tmp_path / "third", "exit:0.2:0")
     assert launch(third).wait(timeout=60) == 0
     assert (third.parent / launcher.LATEST_LINK).resolve() == third.resolve()
+    # A launcher that holds the ports is named, with the stop command for it.
+    first = launch(run_on_port(tmp_path / "fourth", "exit:30:0"))
+    try:
+        deadline = time.monotonic() + 30
+        while not launcher.runs_on_ports({port}) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        late = run_on_port(tmp_path / "fifth", "exit:0.2:0")
+        assert launch(late).wait(timeout=60) == 1
+        reason = launcher.read_state(late)["reason"]
+        winner = launcher.runs_on_ports({port})[0]["run_dir"].rsplit("/", 1)[-1]
+        assert f"belong to run {winner}, which started first" in reason, reason
+        assert f"ansible-playbook stop.yml -e run={winner}" in reason
+    finally:
+        first.terminate()
+        first.wait(timeout=60)

@@ -170,10 +170,13 @@ class Launcher:
         if taken:
             # Two train.yml started seconds apart both pass the preflight; the port
             # locks let only one of them start tasks.
+            others = [r for r in runs_on_ports(set(taken)) if r["pid"] != os.getpid()]
+            winner = Path(others[0]["run_dir"]).name if others else ""
             reason = (
-                f"port(s) {', '.join(map(str, taken))} belong to another local run that "
-                "started first; nothing was started. Wait for it to end or stop it "
-                "(ansible-playbook stop.yml)"
+                f"port(s) {', '.join(map(str, taken))} belong to "
+                + (f"run {winner}, " if winner else "another local run ")
+                + "which started first; nothing of this run was started. Wait for it to end "
+                + f"or stop it (ansible-playbook stop.yml{' -e run=' + winner if winner else ''})"
             )
             log.error("run refused: %s", reason)
             self._write_state(pid=os.getpid(), state="failed", reason=reason, finished=time.time())
