@@ -203,6 +203,26 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
     assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
 
 
+def test_two_train_yml_naming_one_run_at_once_start_one_run(
+    provisioned: None, tmp_path: Path
+) -> None:
+    # Two train.yml started in the same second named one run (the id is the start's second)
+    # and both wrote to its folder: its tasks trained, but run.json said "failed".
+    plays = [start_train(tmp_path, "-e", "epochs=1", "-e", "training_run_id=same") for _ in "ab"]
+    outputs = [play.communicate(timeout=600)[0] for play in plays]
+    codes = sorted(play.returncode for play in plays)
+    assert codes[0] == 0 and codes[1] != 0, outputs
+    refused = " ".join(outputs[[p.returncode for p in plays].index(codes[1])].split())
+    # Refused at the name check (started a few seconds apart) or at the folder's creation.
+    assert "exists: a run keeps its results" in refused or (
+        "was made by another train.yml while this one checked the nodes" in refused
+    ), refused[-3000:]
+    record = json.loads((tmp_path / "same" / "run.json").read_text())
+    assert record["state"] == "succeeded", record
+    assert (tmp_path / "same" / "metrics.json").exists()
+    assert not training_processes()
+
+
 def test_follow_takes_up_a_run_after_ctrl_c_on_train_yml(provisioned: None, tmp_path: Path) -> None:
     play = start_train(tmp_path, "-e", "epochs=5")
     wait_for_epoch(tmp_path, 1)
