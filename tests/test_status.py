@@ -262,6 +262,18 @@ def test_follow_refuses_another_model_for_an_ended_run_too(refused_run: Path) ->
     assert "-e model=mnist_mlp would change nothing" in text, text[-2000:]
 
 
+def test_follow_takes_a_run_of_a_model_other_than_the_inventorys(tmp_path: Path) -> None:
+    # inventory/local sets model: mnist_cnn; follow.yml took it for an -e and refused
+    # every run of train.yml -e model=mnist_lstm ("-e model=mnist_cnn would change nothing").
+    run = recorded_run(tmp_path, state="succeeded", reason="chief worker-0 exited with code 0")
+    rerecord(run, model="mnist_lstm", dataset="mnist_5k")
+    result = run_playbook("follow.yml", "-e", f"run={run}")
+    text = " ".join(result.stdout.split())
+    assert result.returncode == 0, text[-2000:]
+    assert "would change nothing" not in text
+    assert "Run r1 already ended (succeeded: chief worker-0 exited with code 0)" in text
+
+
 def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
     run = orphaned_run(tmp_path)
     rerecord(run, tasks=["worker-0", "worker-1", "worker-2"])

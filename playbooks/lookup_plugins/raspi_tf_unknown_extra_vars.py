@@ -40,6 +40,10 @@ options:
     description: Check every host's inventory variables instead of the -e names.
     type: bool
     default: false
+  given:
+    description: Return instead every name given with -e (known or not), in the order given.
+    type: bool
+    default: false
   contradictions:
     description:
       - Return instead the settings given twice, under a short name and a role's name for it
@@ -248,6 +252,8 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         extra = load_extra_vars(self._loader)
         known = known_names() | set(self.get_option("allowed"))
+        if self.get_option("given"):
+            return [name for name in extra if name != RAW]
         if self.get_option("contradictions"):
             hostvars = (variables or {}).get("hostvars", {})
             hosts = (variables or {}).get("groups", {}).get("all", [])
