@@ -102,6 +102,11 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
             ]
         )
     )
+    # Both nodes traced alone at once: each slow (20 ms steps) in its own half of 2 s.
+    for host, slow_half in (("bench1", 0), ("bench2", 1)):
+        (tmp_path / f"steps-mnist_wide_mlp-{host}.json").write_text(
+            json.dumps({"model": "mnist_wide_mlp", "starts": _halves(slow_half)})
+        )
     out = bench.report(tmp_path, target=0.95)
 
     assert len(out["cases"]) == 7
@@ -119,6 +124,16 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert slow["all_reduce_alone_seconds"] == 0.22
     assert slow["ceiling_efficiency"] == pytest.approx(0.064 / 0.284, abs=1e-3)
     assert "ceiling_efficiency" not in by_link[1000]  # not timed at 1000 Mb/s
+    # In lockstep every step takes 20 ms: 100 steps in 2 s against 150 of each node's own.
+    assert out["lockstep"]["mnist_wide_mlp"]["pace"] == pytest.approx(2 / 3, abs=0.01)
+    assert (
+        slow["lockstep_pace"]
+        == by_link[1000]["lockstep_pace"]
+        == out["lockstep"]["mnist_wide_mlp"]["pace"]
+    )
+    pace = slow["lockstep_pace"]
+    assert slow["predicted_efficiency"] == pytest.approx(0.064 / (0.064 / pace + 0.22), abs=1e-3)
+    assert "predicted_efficiency" not in by_link[1000]  # no all-reduce alone to add
     assert out["strategies"][0]["ratio"] == pytest.approx(0.5)
     assert out["local"][0]["ratio"] == pytest.approx(0.8)
     assert len(out["scaling"]) == 2  # the float16 case is not a scaling point
@@ -141,7 +156,65 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "not reached" in text
     assert "alone, in lockstep, it takes 220.0 ms, which leaves at most 0.23" in text
     assert "the other 16.0 ms is the wait for the slower node" in text
+    assert f"in lockstep they keep {pace:.2f} of their own pace" in text
+    assert (
+        f"that and the all-reduce alone predict efficiency {slow['predicted_efficiency']:.2f} "
+        f"(measured {slow['efficiency']:.2f})" in text
+    )
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def _halves(slow_half: int, seconds: float = 2.0) -> list[float]:
+    """Step starts over ``seconds``: 20 ms steps in half ``slow_half`` (0 or 1), else 10 ms."""
+    starts, now = [100.0], 100.0
+    while now < 100.0 + seconds:
+        in_slow_half = (now - 100.0 < seconds / 2) == (slow_half == 0)
+        now = round(now + (0.020 if in_slow_half else 0.010), 6)
+        starts.append(now)
+    return starts
+
+
+def test_nodes_whose_steps_never_differ_keep_their_pace_in_lockstep() -> None:
+    a = [10.0 + 0.01 * k for k in range(201)]
+    b = [10.004 + 0.01 * k for k in range(201)]  # started 4 ms later, the same 10 ms steps
+    pace = bench.lockstep_pace([a, b])
+    assert pace["pace"] == pytest.approx(1.0, abs=0.01)
+    assert pace["own_steps_per_second"] == pytest.approx(100, abs=1)
+
+
+def test_nodes_slow_in_turn_wait_for_each_other_in_lockstep() -> None:
+    # Each node alone: 50 steps of 20 ms, then 100 of 10 ms, 75 a second over 2 s. In lockstep
+    # the slow one sets every step: 20 ms, 50 a second, 2/3 of their own pace.
+    pace = bench.lockstep_pace([_halves(0), _halves(1)])
+    assert pace["own_steps_per_second"] == pytest.approx(75, abs=1)
+    assert pace["lockstep_steps_per_second"] == pytest.approx(50, abs=1)
+    assert pace["pace"] == pytest.approx(2 / 3, abs=0.01)
+
+
+def test_lockstep_needs_two_overlapping_traces() -> None:
+    with pytest.raises(ValueError, match="two or more traces"):
+        bench.lockstep_pace([[0.0, 1.0]])
+    with pytest.raises(ValueError, match="do not overlap"):
+        bench.lockstep_pace([[0.0, 1.0], [2.0, 3.0]])
+
+
+def test_a_model_traced_on_one_node_only_has_no_lockstep_pace(tmp_path: Path) -> None:
+    (tmp_path / "steps-mnist_cnn-bench1.json").write_text(json.dumps({"starts": _halves(0)}))
+    assert bench.read_step_traces(tmp_path) == {}
+
+
+def test_step_bench_refuses_bad_input_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["step-bench", "--models", "mnist_cnm", "--data-dir", str(tmp_path)]) == 2
+    assert "model 'mnist_cnm' is unknown" in capsys.readouterr().err
+    assert main(["step-bench", "--models", "mnist_cnn", "--data-dir", str(tmp_path)]) == 2
+    assert "mnist_5k.npz is missing; stage it with" in capsys.readouterr().err
+    assert main(["step-bench", "--models", ",", "--data-dir", str(tmp_path)]) == 2
+    assert "--models is empty" in capsys.readouterr().err
+    argv = ["step-bench", "--models", "mnist_cnn", "--data-dir", str(tmp_path)]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 2
+    assert "--output-dir needs --host" in capsys.readouterr().err
 
 
 def test_an_empty_benchmark_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

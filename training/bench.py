@@ -27,7 +27,14 @@ compares them:
   model's gradient size in lockstep, outside training, into
   ``all_reduce-<link>mbit.json``; with a model's 1-node step time it gives
   the efficiency that all-reduce alone leaves (the ceiling), the rest of
-  the 2-node step being the wait for the slower node.
+  the 2-node step being the wait for the slower node;
+- the lockstep wait alone: :func:`step_trace`, run on every bench node at
+  once (``python -m training step-bench``), times each training step of a
+  model on one node by itself, into ``steps-<model>-<host>.json``;
+  :func:`lockstep_pace` replays the nodes' traces in lockstep (each step as
+  long as the slower node's step at that moment) and gives the share of
+  their own pace that waiting for each other leaves them, with no
+  all-reduce at all.
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ _NODE_CASE = re.compile(
 _LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
 #: ``all_reduce-<link>mbit.json``: :func:`time_all_reduces`' figures at that link rate.
 _ALL_REDUCE_FILE = re.compile(r"^all_reduce-(?P<link>\d+)mbit\.json$")
+#: ``steps-<model>-<host>.json``: :func:`step_trace` of that model on that node.
+_STEPS_FILE = re.compile(r"^steps-(?P<model>[a-z0-9_]+)-(?P<host>.+)\.json$")
 
 
 class BenchError(RuntimeError):
@@ -174,13 +183,16 @@ def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | 
 
 
 def compare(
-    cases: list[Case], all_reduces: dict[tuple[int, int], dict[str, Any]] | None = None
+    cases: list[Case],
+    all_reduces: dict[tuple[int, int], dict[str, Any]] | None = None,
+    paces: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The benchmark's comparisons between cases.
 
     Args:
         cases: the finished cases.
         all_reduces: :func:`read_all_reduces`' timings, if the bench made any.
+        paces: :func:`read_step_traces`' lockstep paces by model, if the bench made any.
 
     Returns:
         ``scaling``: per model, link and node count above 1 (multi_worker_mirrored):
@@ -188,7 +200,12 @@ def compare(
         time per step with its ring lower bound and their ratio; where the
         all-reduce of the model's gradients was also timed alone, that time
         (``all_reduce_alone_seconds``) and the efficiency it alone would leave,
-        one node's step over that step plus it (``ceiling_efficiency``).
+        one node's step over that step plus it (``ceiling_efficiency``); where
+        the model's steps were also traced alone on the nodes at once, the
+        share of their pace lockstep leaves them (``lockstep_pace``) and, with
+        the all-reduce alone, the efficiency the two predict together
+        (``predicted_efficiency``: one node's step ``t`` over ``t / pace`` plus
+        the all-reduce alone).
         ``strategies``: parameter_server against multi_worker_mirrored per model,
         nodes and link. ``local``: local workers against one local process.
         ``float16``: float16 all-reduce against float32 per model, nodes and
@@ -220,6 +237,14 @@ def compare(
             seconds = float(alone["median_seconds"])
             row["all_reduce_alone_seconds"] = seconds
             row["ceiling_efficiency"] = round(base.step_seconds / (base.step_seconds + seconds), 3)
+        pace = (paces or {}).get(c.model, {}).get("pace")
+        if pace:
+            row["lockstep_pace"] = pace
+            if alone is not None:
+                t = base.step_seconds
+                row["predicted_efficiency"] = round(
+                    t / (t / pace + row["all_reduce_alone_seconds"]), 3
+                )
         scaling.append(row)
     mirrored = {
         (c.model, c.nodes, c.link_mbit): c
@@ -422,6 +447,155 @@ def all_reduce_bench(
     return [{"model": name, **row} for name, row in zip(sizes, rows, strict=True)]
 
 
+def step_trace(
+    model_name: str,
+    data_dir: str,
+    dataset: str = "mnist_5k",
+    seconds: float = 20.0,
+    batch_size: int = 64,
+    seed: int = 42,
+) -> dict[str, Any]:
+    """When each training step of ``model_name`` starts on this node, training alone.
+
+    The command ``python -m training step-bench``, run on every bench node at
+    once: the model trains by itself (TensorFlow's default strategy, the
+    threads a 1-node run gets here, ``batch_size`` examples a step, one step
+    a call of Keras' train function) for ``seconds`` after 20 untimed steps.
+    The nodes share a clock (one kernel under the bench's containers), so
+    :func:`lockstep_pace` can set their traces side by side.
+
+    Args:
+        model_name: a model of :func:`training.models.available`.
+        data_dir: folder holding the staged ``<dataset>.npz``.
+        dataset: the dataset's name.
+        seconds: wall seconds of timed steps, more than 0.
+        batch_size: examples a step, 1 or more.
+        seed: shuffle and weight-initialisation seed.
+
+    Returns:
+        ``model``, ``batch_size`` and ``starts``: the wall-clock time
+        (``time.time()``, seconds) each timed step started, the last entry
+        the end of the last step.
+
+    Raises:
+        ValueError: ``seconds`` not above 0 or ``batch_size`` below 1.
+        training.models.UnknownModelError: an unknown model.
+        training.data.DatasetError: the dataset is not staged in ``data_dir``.
+    """
+    if seconds <= 0 or batch_size < 1:
+        raise ValueError(
+            f"seconds must be above 0 and batch_size 1 or more: {seconds}, {batch_size}"
+        )
+    import os
+    import time
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    from training import data as datasets
+    from training import models
+    from training.train import TrainConfig, thread_count
+
+    models.get(model_name)
+    staged = datasets.load(data_dir, dataset)
+    import tensorflow as tf
+
+    threads = thread_count(TrainConfig(), None)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    tf.keras.utils.set_random_seed(seed)
+    model = models.build(model_name, models.learning_rate(model_name))
+    batches = iter(datasets.make_train_dataset(staged, batch_size, seed))
+    train_step = model.make_train_function()
+    for _ in range(20):
+        float(train_step(batches)["loss"])
+    starts = [time.time()]
+    deadline = starts[0] + seconds
+    while starts[-1] < deadline:
+        float(train_step(batches)["loss"])  # the step's result: it has run
+        starts.append(time.time())
+    return {
+        "model": model_name,
+        "batch_size": batch_size,
+        "starts": [round(t, 6) for t in starts],
+    }
+
+
+def lockstep_pace(traces: list[list[float]]) -> dict[str, Any]:
+    """How fast nodes training alone would go had they to wait for each other each step.
+
+    A replay: from the latest first start to the earliest last end of the
+    traces, the nodes start every step together, and it lasts as long as the
+    longest of the steps they were running at that moment in their own
+    traces (a synchronous step waits for the slowest replica; the all-reduce
+    itself is left out). Where the nodes' speeds vary apart, from step to
+    step or over seconds, the replay is slower than either node alone.
+
+    Args:
+        traces: per node, :func:`step_trace`'s ``starts``: ascending
+            wall-clock seconds, the last the end of the last step.
+
+    Returns:
+        ``seconds`` the traces overlap, ``own_steps_per_second`` (each node's
+        steps in that window over its length, the mean over the nodes),
+        ``lockstep_steps_per_second`` (the replay's) and ``pace``: the
+        second over the first, 1.0 when the nodes never wait.
+
+    Raises:
+        ValueError: fewer than two traces, a trace of fewer than two times,
+            or traces that do not overlap.
+    """
+    import bisect
+
+    if len(traces) < 2 or any(len(t) < 2 for t in traces):
+        raise ValueError("lockstep_pace needs two or more traces of two or more times each")
+    begin = max(t[0] for t in traces)
+    end = min(t[-1] for t in traces)
+    if end <= begin:
+        raise ValueError("the traces do not overlap in time: were the nodes started together?")
+
+    def step_at(trace: list[float], when: float) -> float:
+        k = min(max(bisect.bisect_right(trace, when) - 1, 0), len(trace) - 2)
+        return trace[k + 1] - trace[k]
+
+    now, steps = begin, 0
+    while True:
+        step = max(step_at(t, now) for t in traces)
+        if now + step > end:
+            break
+        now, steps = now + step, steps + 1
+    own = [
+        (bisect.bisect_right(t, end) - bisect.bisect_left(t, begin) - 1) / (end - begin)
+        for t in traces
+    ]
+    own_rate = sum(own) / len(own)
+    lockstep = steps / (now - begin) if steps else 0.0
+    return {
+        "seconds": round(end - begin, 3),
+        "own_steps_per_second": round(own_rate, 2),
+        "lockstep_steps_per_second": round(lockstep, 2),
+        "pace": round(lockstep / own_rate, 3) if own_rate else 0.0,
+    }
+
+
+def read_step_traces(bench_dir: Path) -> dict[str, dict[str, Any]]:
+    """:func:`lockstep_pace` of each model whose steps ``bench_dir`` holds from 2+ nodes.
+
+    Returns:
+        By model: ``nodes`` (the hosts, sorted) and :func:`lockstep_pace`'s figures;
+        a model traced on one node only is left out.
+    """
+    found: dict[str, dict[str, list[float]]] = {}
+    for path in sorted(bench_dir.glob("steps-*.json")):
+        match = _STEPS_FILE.match(path.name)
+        if match:
+            trace = json.loads(path.read_text(encoding="utf-8"))["starts"]
+            found.setdefault(match["model"], {})[match["host"]] = trace
+    return {
+        model: {"nodes": sorted(by_host), **lockstep_pace(list(by_host.values()))}
+        for model, by_host in found.items()
+        if len(by_host) >= 2
+    }
+
+
 def read_all_reduces(bench_dir: Path) -> dict[tuple[int, int], dict[str, Any]]:
     """The all-reduce timings of ``bench_dir``, by (link rate in Mb/s, gradient bytes)."""
     found = {}
@@ -464,7 +638,9 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
             "<model>-local-<n>workers with a metrics.json)"
         )
     out: dict[str, Any] = {"target_accuracy": target, "cases": [asdict(c) for c in cases]}
-    out.update(compare(cases, read_all_reduces(bench_dir)))
+    paces = read_step_traces(bench_dir)
+    out.update(compare(cases, read_all_reduces(bench_dir), paces))
+    out["lockstep"] = paces
     out["plots"] = [p.name for p in _plot(bench_dir, out)]
     tmp = bench_dir / f".{BENCH_FILE}.tmp"
     tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
@@ -527,6 +703,16 @@ def table(out: dict[str, Any]) -> str:
                     lines.append(
                         f"    the other {1000 * wait:.1f} ms is the wait for the slower node"
                     )
+            if "lockstep_pace" in r:
+                lines.append(
+                    f"    trained alone on the nodes at once, in lockstep they keep "
+                    f"{r['lockstep_pace']:.2f} of their own pace"
+                )
+            if "predicted_efficiency" in r:
+                lines.append(
+                    f"    that and the all-reduce alone predict efficiency "
+                    f"{r['predicted_efficiency']:.2f} (measured {r['efficiency']:.2f})"
+                )
     if out["strategies"]:
         lines += ["", "parameter_server against multi_worker_mirrored on the same nodes:"]
     for r in out["strategies"]:
