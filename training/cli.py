@@ -14,6 +14,7 @@ Commands:
 - ``plot``: PNG plots of a run.
 - ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder.
 - ``all-reduce-bench``: time the all-reduce alone, in lockstep, on every worker of a cluster.
+- ``step-bench``: when each training step starts, a model training alone on this node.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -272,6 +273,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     all_reduce.add_argument("--output", type=Path, help="also write the JSON list here")
 
+    steps = sub.add_parser(
+        "step-bench",
+        help="time each training step of models training alone here; every node at once",
+    )
+    steps.add_argument(
+        "--models", required=True, help="comma-separated models to trace, one after another"
+    )
+    steps.add_argument(
+        "--seconds",
+        type=float,
+        default=20.0,
+        help="wall seconds of timed steps a model (default %(default)s)",
+    )
+    steps.add_argument("--data-dir", required=True, help="folder of the staged datasets")
+    steps.add_argument("--dataset", default="mnist_5k", help="dataset (default %(default)s)")
+    steps.add_argument(
+        "--batch-size", type=int, default=64, help="examples a step (default %(default)s)"
+    )
+    steps.add_argument(
+        "--output-dir",
+        type=Path,
+        help="write steps-<model>-<--host>.json here, one file a model",
+    )
+    steps.add_argument("--host", default="", help="the node's name in the files' names")
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -293,6 +319,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-dir", required=True, type=Path, help="the run's folder, e.g. runs/latest"
     )
     return parser
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def _step_bench(args: argparse.Namespace) -> int:
+    """``step-bench``: every model checked before the first trains; a trace file each."""
+    from training.bench import step_trace
+
+    names = [name for name in args.models.split(",") if name]
+    if not names:
+        raise BenchError("--models is empty; name one model or more, e.g. --models mnist_cnn")
+    if args.output_dir and not args.host:
+        raise BenchError("--output-dir needs --host, the node's name in the files' names")
+    for name in names:
+        models.get(name)
+    datasets.train_size(args.data_dir, args.dataset)  # staged, or DatasetError
+    for name in names:
+        trace = step_trace(name, args.data_dir, args.dataset, args.seconds, args.batch_size)
+        text = json.dumps(trace) + "\n"
+        if args.output_dir:
+            _write_atomically(args.output_dir / f"steps-{name}-{args.host}.json", text)
+        steps = len(trace["starts"]) - 1
+        span = trace["starts"][-1] - trace["starts"][0]
+        print(
+            f"{name}: {steps} steps of {args.batch_size} in {span:.1f} s, "
+            f"{1000 * span / max(steps, 1):.1f} ms a step"
+        )
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -407,11 +465,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         names = [name for name in args.models.split(",") if name]
         text = json.dumps(all_reduce_bench(names, args.calls, args.seconds), indent=2) + "\n"
         if args.output:
-            tmp = args.output.with_name(f".{args.output.name}.tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(args.output)
+            _write_atomically(args.output, text)
         print(text, end="")
         return 0
+    if args.command == "step-bench":
+        return _step_bench(args)
     if args.command == "recovery":
         from training.tasklog import recovery_line
 
