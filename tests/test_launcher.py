@@ -465,10 +465,14 @@ def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path)
     assert launch(third).wait(timeout=60) == 0
     assert (third.parent / launcher.LATEST_LINK).resolve() == third.resolve()
     # A launcher that holds the ports is named, with the stop command for it.
-    first = launch(run_on_port(tmp_path / "fourth", "exit:30:0"))
+    fourth = run_on_port(tmp_path / "fourth", "exit:30:0")
+    first = launch(fourth)
     try:
+        # Its process is listed as soon as it runs, but holds the ports only once its
+        # state says it is starting its tasks: until then a later launcher may win.
         deadline = time.monotonic() + 30
-        while not launcher.runs_on_ports({port}) and time.monotonic() < deadline:
+        while launcher.read_state(fourth).get("state") not in ("starting", "running"):
+            assert time.monotonic() < deadline, launcher.read_state(fourth)
             time.sleep(0.1)
         late = run_on_port(tmp_path / "fifth", "exit:0.2:0")
         assert launch(late).wait(timeout=60) == 1
