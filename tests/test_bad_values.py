@@ -96,6 +96,23 @@ def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -
     assert sorted(p.name for p in runs.iterdir()) == ["latest"]
 
 
+@pytest.mark.parametrize(
+    ("given", "fix"), [("../../escape", "escape"), (".hidden", "hidden"), ("latest", "my-run")]
+)
+def test_a_run_id_that_is_not_one_folder_name_is_refused_before_the_run(
+    tmp_path: Path, given: str, fix: str
+) -> None:
+    # ../../escape trained into runs/../../escape and moved a 'latest' link beside it,
+    # outside the runs folder.
+    runs = tmp_path / "a" / "b" / "runs"
+    text = refused(
+        "train.yml", "-e", f"training_run_id={given}", "-e", f"training_run_runs_dir={runs}"
+    )
+    assert f"training_run_id={given} is not the name of one folder of {runs}" in text, text[-2000:]
+    assert f"Fix: a plain name, such as -e training_run_id={fix}," in text
+    assert not [p for p in tmp_path.rglob("*") if not p.is_dir()]  # no run, no latest link
+
+
 def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
     # Was only a warning in the task's own log: the run trained and Prometheus never saw the task.
     low, mid, high = sorted(free_ports(3))
