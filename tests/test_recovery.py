@@ -253,6 +253,18 @@ def test_each_task_serves_its_metrics_to_prometheus() -> None:
     assert f"raspi_tf_steps_total{{{labels}}} 10.0" in text
 
 
+def test_a_task_that_only_serves_exports_its_restarts_alone() -> None:
+    # A parameter_server worker or ps exported examples/s, steps and loss as 0.0 for the
+    # whole run: a Prometheus graph of the workers showed flat zeros, not "no data".
+    (port,) = free_ports(1)
+    exporter = Exporter(port, "127.0.0.1", "ps-0", "run-x", trains=False)
+    exporter.restarts.set(1)
+    exporter.record(epoch=3, steps=10, seconds=2.0, examples=640)  # ignored: it trains nothing
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    series = {line.split("{")[0] for line in text.splitlines() if line.startswith("raspi_tf_")}
+    assert series == {"raspi_tf_restarts"}, text
+
+
 def test_plots_show_each_epoch_and_each_worker(tmp_path: Path) -> None:
     progress = ProgressWriter(tmp_path / "progress.jsonl")
     for epoch in (1, 2, 3):

@@ -14,7 +14,8 @@ adds ``instance``. Series:
 - ``raspi_tf_restarts``: restarts of this task in this run so far.
 
 Parameter-server ps and worker tasks only run servers: they export
-``raspi_tf_restarts`` alone.
+``raspi_tf_restarts`` alone (``trains=False``), so a graph of them shows no
+data rather than a flat zero; the chief counts the cluster's examples/s.
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ class Exporter:
         address: address to bind (``127.0.0.1`` on the local inventory).
         task: the task name, e.g. ``worker-1``.
         run_id: the run's name.
+        trains: False for a task that only serves (a ps, or a worker of
+            ``parameter_server``): it exports ``raspi_tf_restarts`` alone.
     """
 
-    def __init__(self, port: int, address: str, task: str, run_id: str) -> None:
+    def __init__(
+        self, port: int, address: str, task: str, run_id: str, trains: bool = True
+    ) -> None:
         self.enabled = port > 0
+        self.trains = trains
         if not self.enabled:
             return
         import prometheus_client as prom
@@ -49,17 +55,20 @@ class Exporter:
         def gauge(name: str, doc: str) -> Any:
             return prom.Gauge(name, doc, LABELS, registry=registry).labels(*values)
 
-        self.examples_per_second = gauge(
-            "raspi_tf_examples_per_second", "examples/s of this task over the last interval"
-        )
-        self.step_seconds = gauge("raspi_tf_step_seconds", "mean seconds per step, last interval")
-        self.loss = gauge("raspi_tf_loss", "newest training loss")
-        self.accuracy = gauge("raspi_tf_accuracy", "newest training accuracy")
-        self.epoch = gauge("raspi_tf_epoch", "epoch being trained, 1-based")
         self.restarts = gauge("raspi_tf_restarts", "restarts of this task in this run")
-        self.steps = prom.Counter(
-            "raspi_tf_steps", "steps run by this process", LABELS, registry=registry
-        ).labels(*values)
+        if trains:
+            self.examples_per_second = gauge(
+                "raspi_tf_examples_per_second", "examples/s of this task over the last interval"
+            )
+            self.step_seconds = gauge(
+                "raspi_tf_step_seconds", "mean seconds per step, last interval"
+            )
+            self.loss = gauge("raspi_tf_loss", "newest training loss")
+            self.accuracy = gauge("raspi_tf_accuracy", "newest training accuracy")
+            self.epoch = gauge("raspi_tf_epoch", "epoch being trained, 1-based")
+            self.steps = prom.Counter(
+                "raspi_tf_steps", "steps run by this process", LABELS, registry=registry
+            ).labels(*values)
         try:
             prom.start_http_server(port, addr=address, registry=registry)
         except OSError as err:
@@ -79,7 +88,7 @@ class Exporter:
         logs: dict[str, float] | None = None,
     ) -> None:
         """Update the series after ``steps`` steps took ``seconds`` and trained ``examples``."""
-        if not self.enabled:
+        if not (self.enabled and self.trains):
             return
         if epoch is not None:
             self.epoch.set(epoch)

@@ -519,6 +519,7 @@ def run(config: TrainConfig) -> dict[str, Any] | None:
         _metrics_address(config, tf_config),
         task_name,
         config.run_id,
+        trains=not is_server_task(tf_config, config.strategy),
     )
     if exporter.enabled:
         exporter.restarts.set(restarts)
