@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -84,17 +85,19 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
 
 
 def test_a_misspelt_run_id_is_answered_with_the_newest_runs(tmp_path: Path) -> None:
-    # The list was made with a fileglob over runs/*/run.json, which finds nothing.
-    for run_id in ("20261201T080000Z-a", "20261202T080000Z-b", "20261130T080000Z-c", "x"):
+    # The list was made with a fileglob over runs/*/run.json, which finds nothing; then
+    # sorted by name, which put a run named with training_run_id after every timestamped one.
+    made = ("20261130T080000Z-c", "20261201T080000Z-a", "20261202T080000Z-b", "x", "my run")
+    for age, run_id in enumerate(reversed(made)):
         (tmp_path / run_id).mkdir()
         if run_id != "x":
             (tmp_path / run_id / "run.json").write_text(json.dumps({**RECORD, "run_id": run_id}))
+        os.utime(tmp_path / run_id, (time.time() - 60 * age, time.time() - 60 * age))
     result = run_playbook("status.yml", "-e", f"run={tmp_path}/nope")
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
-    assert (
-        "The newest runs there: 20261202T080000Z-b, 20261201T080000Z-a, 20261130T080000Z-c." in text
-    ), text[-2000:]
+    newest = "The newest runs there: my run, 20261202T080000Z-b, 20261201T080000Z-a."
+    assert newest in text, text[-2000:]
     assert "Unable to find" not in text
 
 
