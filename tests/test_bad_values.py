@@ -97,18 +97,25 @@ def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(
-    ("given", "fix"), [("../../escape", "escape"), (".hidden", "hidden"), ("latest", "my-run")]
+    ("given", "fix"),
+    [
+        ("../../escape", "escape"),
+        (".hidden", "hidden"),
+        ("latest", "my-run"),
+        (" ", "my-run"),  # trained into runs/' '/, which status.yml -e run=' ' could not name
+        (["..", "x"], "x"),  # a list trained into runs/['..', 'x']/
+        ("é" * 101, "my-run"),  # 202 bytes passed as 101 characters; 128+ failed at the mkdir
+    ],
 )
 def test_a_run_id_that_is_not_one_folder_name_is_refused_before_the_run(
-    tmp_path: Path, given: str, fix: str
+    tmp_path: Path, given: str | list[str], fix: str
 ) -> None:
     # ../../escape trained into runs/../../escape and moved a 'latest' link beside it,
     # outside the runs folder.
     runs = tmp_path / "a" / "b" / "runs"
-    text = refused(
-        "train.yml", "-e", f"training_run_id={given}", "-e", f"training_run_runs_dir={runs}"
-    )
-    assert f"training_run_id={given} is not the name of one folder of {runs}" in text, text[-2000:]
+    extra = json.dumps({"training_run_id": given, "training_run_runs_dir": str(runs)})
+    text = refused("train.yml", "-e", extra)
+    assert "is not the name of one folder of" in text, text[-2000:]
     assert f"Fix: a plain name, such as -e training_run_id={fix}," in text
     assert not [p for p in tmp_path.rglob("*") if not p.is_dir()]  # no run, no latest link
 
