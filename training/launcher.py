@@ -32,6 +32,7 @@ import fcntl
 import json
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import tempfile
@@ -172,11 +173,12 @@ class Launcher:
             # locks let only one of them start tasks.
             others = [r for r in runs_on_ports(set(taken)) if r["pid"] != os.getpid()]
             winner = Path(others[0]["run_dir"]).name if others else ""
+            stop = f" -e run={shlex.quote(winner)}" if winner else ""
             reason = (
                 f"port(s) {', '.join(map(str, taken))} belong to "
                 + (f"run {winner}, " if winner else "another local run ")
                 + "which started first; nothing of this run was started. Wait for it to end "
-                + f"or stop it (ansible-playbook stop.yml{' -e run=' + winner if winner else ''})"
+                + f"or stop it (ansible-playbook stop.yml{stop})"
             )
             log.error("run refused: %s", reason)
             self._write_state(pid=os.getpid(), state="failed", reason=reason, finished=time.time())
