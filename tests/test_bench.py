@@ -164,6 +164,48 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
+def _chief_log(root: Path, name: str, cpu_and_wall: list[tuple[float, float]]) -> None:
+    """The chief's task log of case ``name``: one epoch per (CPU seconds, wall seconds)."""
+    log = root / name / "tasks" / "worker-0.jsonl"
+    log.parent.mkdir()
+    events = [{"event": "start", "restarts": 0}] + [
+        {"event": "epoch", "epoch": i + 1, "seconds": wall, "cpu_seconds": cpu}
+        for i, (cpu, wall) in enumerate(cpu_and_wall)
+    ]
+    log.write_text("".join(json.dumps(e) + "\n" for e in events))
+    metrics = root / name / "metrics.json"
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), "steps_per_epoch": 10}))
+
+
+def test_report_splits_a_step_into_the_cores_work_and_its_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 81_000)
+    one, two = "mnist_vgg-1node-mwms-1000mbit", "mnist_vgg-2node-mwms-1000mbit"
+    # 1 node: 64 examples in 60 ms; 2 nodes: 128 in 70 ms.
+    _case(tmp_path, one, 64 / 0.060, [0.95], model="mnist_vgg")
+    _case(tmp_path, two, 128 / 0.070, [0.95], model="mnist_vgg", workers=2)
+    # The first epoch (tracing, the cluster forming) is left out of the figures.
+    _chief_log(tmp_path, one, [(5.0, 5.0), (0.58, 0.6), (0.58, 0.6)])
+    _chief_log(tmp_path, two, [(9.0, 9.0), (0.62, 0.7), (0.62, 0.7)])
+    # A case from before task logs carried CPU time reads as such, not as zero.
+    _case(tmp_path, "mnist_vgg-2node-mwms-100mbit", 128 / 0.1, [0.95], model="mnist_vgg", workers=2)
+
+    out = bench.report(tmp_path)
+
+    by_link = {r["link_mbit"]: r for r in out["scaling"]}
+    row = by_link[1000]
+    assert row["one_node_cpu_seconds_per_step"] == pytest.approx(0.058)
+    assert row["cpu_seconds_per_step"] == pytest.approx(0.062)
+    assert row["cpu_busy"] == pytest.approx(0.886, abs=1e-3)
+    assert row["idle_seconds_per_step"] == pytest.approx(0.008)
+    assert "cpu_seconds_per_step" not in by_link[100]
+    text = bench.table(out)
+    assert "the chief's CPU a step: 58.0 ms on 1 node, 62.0 ms on 2; its core busy 89%," in text
+    assert "idle 8.0 ms a step waiting for the all-reduce and the other nodes" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
 def _halves(slow_half: int, seconds: float = 2.0) -> list[float]:
     """Step starts over ``seconds``: 20 ms steps in half ``slow_half`` (0 or 1), else 10 ms."""
     starts, now = [100.0], 100.0

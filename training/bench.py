@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from training.progress import PROGRESS_FILE, newest_epochs, read_events
+from training.tasklog import TASKS_DIR
 
 BENCH_FILE = "bench.json"
 SPEEDUP_PLOT = "speedup.png"
@@ -92,6 +93,11 @@ class Case:
         train_seconds: training time of all epochs.
         all_reduce_dtype: what the gradients crossed the all-reduce in
             (``float16`` cases end in ``-fp16``).
+        cpu_seconds_per_step: CPU seconds (user and system, every thread) the
+            chief's process spent a step in the epochs after the first, from
+            its task log; None if the log has no ``cpu_seconds``.
+        cpu_busy: that CPU time over the same epochs' wall time: 1.0 is one
+            core busy the whole step; None as above.
     """
 
     name: str
@@ -109,6 +115,8 @@ class Case:
     epochs_to_target: int | None
     train_seconds: float
     all_reduce_dtype: str = "float32"
+    cpu_seconds_per_step: float | None = None
+    cpu_busy: float | None = None
 
 
 def time_to_accuracy(epochs: list[dict[str, Any]], target: float) -> tuple[float, int] | None:
@@ -147,6 +155,33 @@ def ring_lower_bound(gradient_bytes: int, nodes: int, link_mbit: float) -> float
     return 2 * (nodes - 1) / nodes * gradient_bytes / (link_mbit * 1e6 / 8)
 
 
+def chief_cpu(case_dir: Path, steps_per_epoch: int) -> tuple[float, float] | None:
+    """CPU seconds a step and the share of one core busy, of a case's chief.
+
+    Reads ``tasks/<chief>.jsonl`` (``chief-0`` or else ``worker-0``: the task
+    whose epochs leave out its own per-epoch evaluation), the epochs after the
+    first (the first holds tracing and the cluster's forming).
+
+    Returns:
+        (CPU seconds per step, CPU seconds over wall seconds), or None when
+        the log is missing or its epochs carry no ``cpu_seconds``.
+    """
+    for task in ("chief-0", "worker-0"):
+        path = case_dir / TASKS_DIR / f"{task}.jsonl"
+        if path.is_file():
+            break
+    else:
+        return None
+    epochs = [
+        e for e in newest_epochs(read_events(path)) if int(e["epoch"]) > 1 and "cpu_seconds" in e
+    ]
+    wall = sum(float(e["seconds"]) for e in epochs)
+    if not epochs or not wall > 0 or steps_per_epoch < 1:
+        return None
+    cpu = sum(float(e["cpu_seconds"]) for e in epochs)
+    return round(cpu / (len(epochs) * steps_per_epoch), 5), round(cpu / wall, 3)
+
+
 def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | None:
     """The figures of one case folder; None if its name is not a case or it did not finish."""
     node = _NODE_CASE.match(case_dir.name)
@@ -163,6 +198,7 @@ def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | 
     else:
         assert local is not None
         where, nodes, link = "local", int(local["tasks"]), 0
+    cpu = chief_cpu(case_dir, int(m.get("steps_per_epoch", 0)))
     return Case(
         name=case_dir.name,
         model=m["model"],
@@ -179,6 +215,8 @@ def read_case(case_dir: Path, target: float, weights: dict[str, int]) -> Case | 
         epochs_to_target=reached[1] if reached else None,
         train_seconds=float(m["train_seconds"]),
         all_reduce_dtype=str(m.get("config", {}).get("all_reduce_dtype", "float32")),
+        cpu_seconds_per_step=cpu[0] if cpu else None,
+        cpu_busy=cpu[1] if cpu else None,
     )
 
 
@@ -205,7 +243,12 @@ def compare(
         share of their pace lockstep leaves them (``lockstep_pace``) and, with
         the all-reduce alone, the efficiency the two predict together
         (``predicted_efficiency``: one node's step ``t`` over ``t / pace`` plus
-        the all-reduce alone).
+        the all-reduce alone); where the chiefs' task logs carry CPU time,
+        the CPU seconds a step on N nodes and on 1 (``cpu_seconds_per_step``,
+        ``one_node_cpu_seconds_per_step``: their difference is what the
+        distributed runtime adds to the core), the share of the core busy on
+        N nodes (``cpu_busy``) and the seconds a step it waits
+        (``idle_seconds_per_step``: for the all-reduce and the other nodes).
         ``strategies``: parameter_server against multi_worker_mirrored per model,
         nodes and link. ``local``: local workers against one local process.
         ``float16``: float16 all-reduce against float32 per model, nodes and
@@ -232,6 +275,11 @@ def compare(
             "one_node_seconds_to_target": base.seconds_to_target,
         }
         row.update(_all_reduce_figures(c, base))
+        if c.cpu_seconds_per_step is not None and base.cpu_seconds_per_step is not None:
+            row["cpu_seconds_per_step"] = c.cpu_seconds_per_step
+            row["one_node_cpu_seconds_per_step"] = base.cpu_seconds_per_step
+            row["cpu_busy"] = c.cpu_busy
+            row["idle_seconds_per_step"] = round(c.step_seconds - c.cpu_seconds_per_step, 5)
         alone = (all_reduces or {}).get((c.link_mbit, row.get("gradient_bytes", -1)))
         if alone is not None:
             seconds = float(alone["median_seconds"])
@@ -713,6 +761,14 @@ def table(out: dict[str, Any]) -> str:
                     f"    that and the all-reduce alone predict efficiency "
                     f"{r['predicted_efficiency']:.2f} (measured {r['efficiency']:.2f})"
                 )
+            if "cpu_seconds_per_step" in r:
+                lines += [
+                    f"    the chief's CPU a step: {1000 * r['one_node_cpu_seconds_per_step']:.1f} "
+                    f"ms on 1 node, {1000 * r['cpu_seconds_per_step']:.1f} ms on {r['nodes']}; "
+                    f"its core busy {r['cpu_busy']:.0%},",
+                    f"    idle {1000 * r['idle_seconds_per_step']:.1f} ms a step waiting for the "
+                    "all-reduce and the other nodes",
+                ]
     if out["strategies"]:
         lines += ["", "parameter_server against multi_worker_mirrored on the same nodes:"]
     for r in out["strategies"]:

@@ -187,7 +187,9 @@ def make_callback(
             callbacks under ParameterServerStrategy, so those runs report
             per epoch only.
         task_writer: this task's own log (:mod:`training.tasklog`): gets
-            ``resume`` and ``epoch`` events with this worker's examples/s.
+            ``resume`` and ``epoch`` events with this worker's examples/s and
+            ``cpu_seconds``, the CPU time (user and system, every thread) the
+            process spent in the epoch (:func:`time.process_time`).
         worker_examples_per_step: examples one step consumes on this worker
             (the per-worker batch); defaults to ``examples_per_step``.
         exporter: a :class:`training.exporter.Exporter` to update, or None.
@@ -210,6 +212,7 @@ def make_callback(
             self._supports_tf_logs = True
             self.epoch = 0
             self.epoch_start = 0.0
+            self.epoch_cpu = 0.0
             self.last_batch = 0.0
             self.last_step = 0
             self.epoch_seconds: list[float] = []
@@ -233,24 +236,31 @@ def make_callback(
                     self._formed()
             self.epoch = epoch + 1
             self.epoch_start = self.last_batch = time.monotonic()
+            self.epoch_cpu = time.process_time()
             self.last_step = 0
             if exporter is not None:
                 exporter.record(epoch=self.epoch)
 
         def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
             seconds = time.monotonic() - self.epoch_start
+            cpu_seconds = time.process_time() - self.epoch_cpu
             self.epoch_seconds.append(seconds)
             if evaluate is not None and logs is not None:
                 logs.update(evaluate())
             values = _floats(logs)
-            # The run's log counts the cluster's examples, the task's log this worker's.
-            for out, per_step in ((writer, examples_per_step), (task_writer, per_worker)):
+            # The run's log counts the cluster's examples, the task's log this
+            # worker's, and the CPU time this process spent in the epoch.
+            for out, per_step, own in (
+                (writer, examples_per_step, {}),
+                (task_writer, per_worker, {"cpu_seconds": round(cpu_seconds, 3)}),
+            ):
                 if out is not None:
                     out.write(
                         "epoch",
                         epoch=epoch + 1,
                         seconds=round(seconds, 3),
                         examples_per_second=round(steps_per_epoch * per_step / seconds, 1),
+                        **own,
                         **values,
                     )
             if exporter is not None:

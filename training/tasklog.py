@@ -8,7 +8,9 @@ on its own node, one per event, each with ``event`` and ``time`` (Unix seconds):
   launcher count them the same way), ``pid``, ``host``.
 - ``resume``: ``from_epoch``, the last epoch the restored backup had finished.
 - ``epoch``: ``epoch`` (1-based), ``loss``, ``accuracy``, ``seconds``,
-  ``examples_per_second`` of this worker (its own per-worker batches).
+  ``examples_per_second`` of this worker (its own per-worker batches),
+  ``cpu_seconds``: the CPU time (user and system, over every thread) this
+  process spent in the epoch; over ``seconds``, how busy its cores were.
 - ``end``: the task finished its part of the run.
 - ``timeout``: the start-up watchdog gave up; ``missing`` names the tasks.
 
