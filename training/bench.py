@@ -158,9 +158,11 @@ def ring_lower_bound(gradient_bytes: int, nodes: int, link_mbit: float) -> float
 def chief_cpu(case_dir: Path, steps_per_epoch: int) -> tuple[float, float] | None:
     """CPU seconds a step and the share of one core busy, of a case's chief.
 
-    Reads ``tasks/<chief>.jsonl`` (``chief-0`` or else ``worker-0``: the task
-    whose epochs leave out its own per-epoch evaluation), the epochs after the
-    first (the first holds tracing and the cluster's forming).
+    Reads ``tasks/chief-0.jsonl`` (parameter_server's coordinator, which
+    computes no steps) or else ``tasks/worker-0.jsonl`` (multi_worker_mirrored's
+    chief; its ``cpu_seconds`` leave out its test evaluation after each
+    epoch), the epochs after the first (the first holds tracing and the
+    cluster's forming).
 
     Returns:
         (CPU seconds per step, CPU seconds over wall seconds), or None when
