@@ -64,7 +64,11 @@ arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64
 	$(call molecule_test,arm64)
 
 # The benchmark's cases go into runs/bench-$(BENCH_ID)/, one folder each.
-BENCH_ID ?= $(shell date -u +%Y%m%dT%H%M%SZ)
+# Fixed once when make starts (:=): a recursive ?= ran date again in the
+# recipe, after the images step, and the node cases went to another folder.
+ifndef BENCH_ID
+BENCH_ID := $(shell date -u +%Y%m%dT%H%M%SZ)
+endif
 BENCH_DIR := $(abspath runs)/bench-$(BENCH_ID)
 BENCH_RUN = ansible-playbook train.yml -e model=mnist_cnn -e training_run_runs_dir=$(BENCH_DIR)
 

@@ -155,7 +155,7 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert "float16 all-reduce against float32" in text and "1.40x" in text
     assert "not reached" in text
     assert "alone, in lockstep, it takes 220.0 ms, which leaves at most 0.23" in text
-    assert "the other 16.0 ms is the wait for the slower node" in text
+    assert "the other 16.0 ms: the runtime's extra work on the core and the wait" in text
     assert f"in lockstep they keep {pace:.2f} of their own pace" in text
     assert (
         f"that and the all-reduce alone predict efficiency {slow['predicted_efficiency']:.2f} "
@@ -264,6 +264,18 @@ def test_an_empty_benchmark_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert "holds no finished case" in capsys.readouterr().err
     assert main(["bench", "--dir", str(tmp_path / "missing")]) == 2
     assert "run make bench first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", ["1.5", "-1", "0", "nan", "high"])
+def test_a_target_that_is_not_an_accuracy_is_refused_before_the_report_is_rewritten(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], target: str
+) -> None:
+    _case(tmp_path, "mnist_cnn-1node-mwms-1000mbit", 1000.0, [0.95], model="mnist_cnn")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--dir", str(tmp_path), "--target", target])
+    assert exit_info.value.code == 2
+    assert "give a fraction above 0 and at most 1, such as 0.95" in capsys.readouterr().err
+    assert not (tmp_path / "bench.json").exists()
 
 
 def test_all_reduce_bench_needs_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:

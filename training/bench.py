@@ -751,7 +751,8 @@ def table(out: dict[str, Any]) -> str:
                 )
                 if wait > 0:
                     lines.append(
-                        f"    the other {1000 * wait:.1f} ms is the wait for the slower node"
+                        f"    the other {1000 * wait:.1f} ms: the runtime's extra work on the "
+                        "core and the wait for the slower node"
                     )
             if "lockstep_pace" in r:
                 lines.append(
@@ -793,9 +794,9 @@ def table(out: dict[str, Any]) -> str:
         )
         if "all_reduce_over_bound" in r:
             lines.append(
-                f"    all-reduce {1000 * r['all_reduce_seconds_per_step']:.0f} ms a step; ring "
+                f"    all-reduce {1000 * r['all_reduce_seconds_per_step']:.1f} ms a step; ring "
                 f"lower bound of {r['gradient_bytes'] / 1e6:.2f} MB "
-                f"{1000 * r['ring_bound_seconds']:.0f} ms ({r['all_reduce_over_bound']:.2f}x)"
+                f"{1000 * r['ring_bound_seconds']:.1f} ms ({r['all_reduce_over_bound']:.2f}x)"
             )
     if out["local"]:
         lines += ["", "Local workers against one process on the same cores:"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -248,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dir", required=True, type=Path, help="the runs/bench-<id> folder")
     bench.add_argument(
         "--target",
-        type=float,
+        type=_accuracy,
         default=DEFAULT_TARGET,
         help="test accuracy of 'time to accuracy' (default %(default)s)",
     )
@@ -319,6 +320,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-dir", required=True, type=Path, help="the run's folder, e.g. runs/latest"
     )
     return parser
+
+
+def _accuracy(text: str) -> float:
+    """A test accuracy for argparse: a number above 0 and at most 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a test accuracy; give a fraction above 0 and at most 1, such as 0.95"
+        )
+    return value
 
 
 def _write_atomically(path: Path, text: str) -> None:
