@@ -20,12 +20,13 @@ pytestmark = pytest.mark.integration
 
 def training_processes() -> list[str]:
     out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    # Node tasks in molecule's containers show here too (one PID namespace); they are not ours.
+    # This checkout's local tasks run its venv's Python; node tasks in molecule's
+    # containers (one PID namespace) and another checkout's runs are not ours.
     return [
         line
         for line in out.splitlines()
         if ("-m training train" in line or "-m training launch" in line)
-        and not line.startswith("/opt/raspi-tf/")
+        and line.startswith(f"{BIN}/")
     ]
 
 
