@@ -26,8 +26,9 @@ compares them:
   once (``python -m training all-reduce-bench``), times all-reduces of each
   model's gradient size in lockstep, outside training, into
   ``all_reduce-<link>mbit.json``; with a model's 1-node step time it gives
-  the efficiency that all-reduce alone leaves (the ceiling), the rest of
-  the 2-node step being the wait for the slower node;
+  the efficiency that all-reduce alone leaves (the ceiling); the rest of
+  the 2-node step is the distributed runtime's CPU time on the node's core
+  and the wait for the slower node;
 - the lockstep wait alone: :func:`step_trace`, run on every bench node at
   once (``python -m training step-bench``), times each training step of a
   model on one node by itself, into ``steps-<model>-<host>.json``;
@@ -52,7 +53,7 @@ from training.tasklog import TASKS_DIR
 BENCH_FILE = "bench.json"
 SPEEDUP_PLOT = "speedup.png"
 EFFICIENCY_PLOT = "efficiency.png"
-#: Default target of "time to accuracy": what mnist_cnn reaches in a few epochs.
+#: Default test accuracy of "time to accuracy", the one the benchmark's targets name.
 DEFAULT_TARGET = 0.95
 #: Bytes a weight's gradient takes in the all-reduce, per all_reduce_dtype.
 BYTES_PER_WEIGHT = {"float32": 4, "float16": 2}
