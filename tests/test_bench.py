@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_workers
-from training import bench
+from training import bench, machine
 from training.cli import main
 
 
@@ -296,3 +296,28 @@ def test_all_reduce_bench_times_each_size_on_every_worker() -> None:
             ("mnist_cnn", 34_826 * 4, 5),
         ]
         assert all(0 < r["p10_seconds"] <= r["median_seconds"] <= r["p90_seconds"] for r in rows)
+
+
+def test_the_cpu_is_named_from_cpuinfo_and_slugged_for_a_file_name() -> None:
+    x86 = (
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) CPU @ 2.20GHz\n"
+    )
+    assert machine.cpu_model(x86) == "Intel(R) Xeon(R) CPU @ 2.20GHz"
+    assert machine.cpu_slug(machine.cpu_model(x86)) == "intel-xeon-cpu-2-20ghz"
+    # A Raspberry Pi's arm64 kernel names the board, not the CPU.
+    pi = "processor\t: 0\nBogoMIPS\t: 108.00\nModel\t\t: Raspberry Pi 4 Model B Rev 1.4\n"
+    assert machine.cpu_model(pi) == "Raspberry Pi 4 Model B Rev 1.4"
+    assert machine.cpu_slug("AMD EPYC 7B13 64-Core Processor") == "amd-epyc-7b13-64-core-processor"
+    assert machine.cpu_slug("(TM)") == "unknown-cpu"
+
+
+def test_machine_writes_this_machines_facts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "bench-x" / "machine.json"
+    assert main(["machine", "--out", str(out)]) == 0
+    facts = json.loads(out.read_text())
+    assert facts == json.loads(capsys.readouterr().out)
+    assert facts["cpu_model"] and facts["cores"] >= 1 and facts["python_version"]
+    assert machine.read_machine(out.parent) == {**facts, "recorded": True}
+    assert machine.read_machine(tmp_path)["recorded"] is False

@@ -13,6 +13,7 @@ Commands:
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
 - ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder.
+- ``machine``: this machine's CPU model, cores, memory and versions, as JSON.
 - ``all-reduce-bench``: time the all-reduce alone, in lockstep, on every worker of a cluster.
 - ``step-bench``: when each training step starts, a model training alone on this node.
 
@@ -254,6 +255,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="test accuracy of 'time to accuracy' (default %(default)s)",
     )
 
+    machine = sub.add_parser(
+        "machine", help="this machine's CPU model, cores, memory and versions, as JSON"
+    )
+    machine.add_argument("--out", type=Path, help="also write the JSON here (make bench)")
+
     all_reduce = sub.add_parser(
         "all-reduce-bench",
         help="time all-reduces of 4 bytes and of each model's gradients; every worker at once",
@@ -472,6 +478,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         out = report(args.dir, args.target)
         print(table(out))
         print(f"Report: {args.dir / 'bench.json'}; plots: {', '.join(out['plots']) or 'none'}")
+        return 0
+    if args.command == "machine":
+        from training.machine import machine_facts, write_machine
+
+        facts = write_machine(args.out) if args.out else machine_facts()
+        print(json.dumps(facts))
         return 0
     if args.command == "all-reduce-bench":
         from training.bench import all_reduce_bench
