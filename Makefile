@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(abspath $(BIN)):$(PATH)
 export ANSIBLE_FORCE_COLOR ?= 1
 
-.PHONY: help install train test lint unit integration images nodes arm64 bench clean
+.PHONY: help install train test lint unit integration images nodes arm64 bench docs clean
 
 help: ## list the commands
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -82,6 +82,9 @@ bench: install images ## measure speed-up, all-reduce and time to accuracy on Pi
 	python -m training bench --dir $(BENCH_DIR)
 
 test: lint unit integration nodes arm64 ## every test CI runs (nodes and arm64 need a Docker engine: .ci/run starts one)
+
+docs: install ## regenerate docs/variables.md from the roles' meta/argument_specs.yml
+	python docs/variables.py
 
 clean: ## remove the venv and caches (runs/ stays: it holds your models)
 	rm -rf $(VENV) .cache .pytest_cache .ruff_cache .mypy_cache
