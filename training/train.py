@@ -861,7 +861,7 @@ def _train(
             "steps_per_execution": min(spe, steps),  # Keras runs no more than an epoch a call
             "tensorflow_version": tf.__version__,
             "chief_host": socket.gethostname(),
-            "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
         tmp = out / f".{METRICS_FILE}.tmp"
         tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
