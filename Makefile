@@ -38,7 +38,7 @@ integration: install ## real local runs through the playbooks (minutes)
 	pytest -m integration
 
 # molecule prints its teardown after the verifier's results, so a CI log's tail
-# showed "Verifier tests failed" and not which test: a failed scenario ends by
+# would show "Verifier tests failed" and not which test: a failed scenario ends by
 # repeating its failed tests, their assertion lines (pytest's E lines) and
 # failed tasks, at most 30 lines (CI shows a log's last few dozen); the whole
 # log stays in $(MOLECULE_LOGS).
@@ -64,8 +64,8 @@ arm64: install images ## arm64 nodes under qemu emulation, and an arm64 + x86_64
 	$(call molecule_test,arm64)
 
 # The benchmark's cases go into runs/bench-$(BENCH_ID)/, one folder each.
-# Fixed once when make starts (:=): a recursive ?= ran date again in the
-# recipe, after the images step, and the node cases went to another folder.
+# Fixed once when make starts (:=), so every case of one bench goes to one
+# folder: a recursive ?= would run date again in the recipe, after the images step.
 ifndef BENCH_ID
 BENCH_ID := $(shell date -u +%Y%m%dT%H%M%SZ)
 endif

@@ -3,8 +3,8 @@
 tf_keras' ``BackupAndRestore`` under MultiWorkerMirroredStrategy writes the
 backup on the chief only (``<run>/backup/chief``), yet every worker restores
 from that same path when it restarts; a worker that finds no backup, or an
-older one, starts at another epoch than the chief and the run crashes
-(../shared/TESTBED.md). On the local inventory all tasks share one folder.
+older one, starts at another epoch than the chief and the run crashes.
+On the local inventory all tasks share one folder.
 On nodes each worker's unit runs ``python -m training sync-backup`` before it
 starts (``ExecStartPre``): rsync over SSH with the cluster key copies the
 chief's folder over the worker's own.

@@ -230,7 +230,7 @@ def validate_cluster(
                     "fix tf_cluster_address (or ansible_host) of its host in the inventory"
                 ) from None
         if not _is_ip(host) and not HOST_NAME.fullmatch(host):
-            # Was passed to gRPC as it was: every task then waited out the startup timeout.
+            # Passed to gRPC as it is, it leaves every task waiting out the startup timeout.
             raise ClusterConfigError(
                 f"task {where(task)}: {host!r} is neither a host name (letters, digits, '-' and "
                 "'.') nor an IP address; fix tf_cluster_address (or ansible_host) of its host in "

@@ -310,8 +310,8 @@ def _options(shard_policy: Any) -> tf.data.Options:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = shard_policy
     # tf.data's autotuning thread is not woken when a multi-worker iterator is
-    # deleted: in TF 2.21 ``fit`` then hangs at its end for as long as the run
-    # has lasted, up to 60 s. Fixed prefetching instead.
+    # deleted: in TF 2.21 ``fit`` then hangs at its end for about as long as
+    # the run has lasted. Fixed prefetching instead.
     options.autotune.enabled = False
     return options
 
@@ -323,14 +323,12 @@ def _no_autotune_in_device_prefetch() -> None:
     ``OwnedMultiDeviceIterator``, whose per-device prefetch is a second
     tf.data pipeline with default options (autotuning on) and no way to
     pass others. Deleting it at the end of ``fit`` waits for its autotuning
-    thread, which is not woken: in TF 2.21, 2 local workers, 8 epochs of
-    mnist_5k, one task sat in ``fit`` 6.8-18.5 s after its last epoch in 6
-    runs of 13 (47 s seen on a loaded machine), the other waiting for it to
-    save the model, and a stop landing then ended the task before the model
-    was written. With autotuning off there as well (a fixed buffer: nothing
-    to tune), both leave ``fit`` 0.04-0.3 s after their last epoch (12 runs of
-    12). Idempotent; a TensorFlow without the private function is left as it
-    is.
+    thread, which is not woken (TF 2.21): one task can sit in ``fit`` for
+    seconds after its last epoch, the other waiting for it to save the model,
+    and a stop landing then ends the task before the model is written. With
+    autotuning off there as well (a fixed buffer: nothing to tune), every
+    task leaves ``fit`` right after its last epoch. Idempotent; a TensorFlow
+    without the private function is left as it is.
     """
     from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
 

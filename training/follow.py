@@ -193,10 +193,10 @@ def follow(
         wait: the most seconds to wait, in seconds.
         least: the least seconds to wait for progress, in seconds: news that
             comes sooner is held until then (the run ending or changing state
-            is not). Every poll starts a Python on the chief's node, about
-            0.5 s of one core with Ansible's module around it; on a node of
-            one core with epochs of a second or two, returning at every epoch
-            took a third of the chief's CPU from training.
+            is not). Every poll starts a Python on the chief's node, with
+            Ansible's module around it; on a node of one core with epochs of
+            a second or two, returning at every epoch takes a large share of
+            the chief's CPU from training.
         unit: the chief's systemd unit on nodes; None for a local run.
         cursor_file: where the follower keeps how many progress events it
             has shown; with it, ``line`` has one line per epoch finished since

@@ -287,7 +287,7 @@ class Launcher:
         self.stop_requested = signal.Signals(signum).name
 
 
-#: The link in the runs folder to the newest run that started (README).
+#: The link in the runs folder to the newest run that started (docs/operations.md).
 LATEST_LINK = "latest"
 
 

@@ -36,9 +36,8 @@ def is_server_task(tf_config: TFConfig | None, strategy: str) -> bool:
 #: Least inter-op threads of a ps or worker server under ``parameter_server``.
 #: TensorFlow sizes a server's inter-op pool by the CPUs the process may run
 #: on; with one (a node pinned to one core), the workers' first remote train
-#: function never returned and the run hung at 0% CPU with no error (TF 2.21,
-#: ``mnist_cnn`` on two Pi-shaped nodes); with two it trains (2710
-#: examples/s), the same as under a one-core CPU quota (2683).
+#: function never returns and the run hangs at 0% CPU with no error (TF 2.21);
+#: with two it trains as fast as under a one-core CPU quota.
 SERVER_INTER_OP_THREADS = 2
 
 
@@ -146,9 +145,8 @@ def local_step_metrics(model: Any) -> None:
     (``tf_keras.utils.metrics_utils.result_wrapper``). With a loss and one
     compiled metric that is four collectives in every step besides the
     gradients' one, each a round trip between the workers and a point where
-    the faster worker waits for the slower. Measured with TensorFlow's
-    profiler on two one-core nodes at 1 Gb/s, ``mnist_cnn`` at 64 a worker:
-    42 ms a step with them, 33 ms without (of which 27 ms computing).
+    the faster worker waits for the slower: on small models they take a
+    good part of a step's time.
 
     Afterwards a step's logs (what the per-step progress, the metrics
     exporter and TerminateOnNaN see) are this replica's running means over
@@ -190,20 +188,19 @@ MMAP_THRESHOLD_BYTES, TRIM_THRESHOLD_BYTES = 32 << 20, 256 << 20
 
 
 def restore_malloc(strategy: Any) -> bool:
-    """Undo the malloc setting TensorFlow's input pipeline makes, which halves CPU training speed.
+    """Undo the malloc setting TensorFlow's input pipeline makes, which slows CPU training.
 
     The first ``GeneratorDataset`` kernel of a process (every
     MultiWorkerMirroredStrategy input goes through one: its
     MultiDeviceIterator) calls glibc's ``mallopt(M_MMAP_THRESHOLD, 128 KiB)``
     once, a memory patch for Python 3.11 (TensorFlow issue #65675). From
     then on every tensor buffer above 128 KiB is a fresh ``mmap`` whose
-    pages fault in zeroed as the kernels write them: measured on one core,
-    10,700 page faults and 34 ms of system time in every step of mnist_cnn
-    at batch 64 (75-87 ms a step instead of 39-45). This triggers the patch
+    pages fault in zeroed as the kernels write them: thousands of page
+    faults and their system time in every step. This triggers the patch
     now, through a two-element dataset distributed by ``strategy``, then sets
     the thresholds back up (:data:`MMAP_THRESHOLD_BYTES`,
-    :data:`TRIM_THRESHOLD_BYTES`): 8-34 faults a step, 39 ms, the same
-    accuracy, about 20 MB more resident memory.
+    :data:`TRIM_THRESHOLD_BYTES`): the buffers come from the heap again, for
+    the same accuracy and a little more resident memory.
 
     Returns:
         True when glibc took both settings; False without glibc (nothing

@@ -108,9 +108,9 @@ class StartupWatchdog:
     The watchdog is a separate process (``python -m training startup-watchdog``),
     not a thread: in TensorFlow 2.21 a restarted task blocks inside
     ``MultiWorkerMirroredStrategy()`` while a peer is gone for good, holding
-    Python's GIL, so no thread of its own process runs again (seen with
-    ``faulthandler``: the watchdog thread stayed in ``Event.wait`` past its
-    deadline). The two share a pipe: :meth:`formed` closes it, and so does the
+    Python's GIL, so no thread of its own process runs again (``faulthandler``
+    shows a watchdog thread still in ``Event.wait`` past its deadline). The
+    two share a pipe: :meth:`formed` closes it, and so does the
     task's death, so the watchdog never outlives its task.
 
     Call :meth:`formed` once training runs (the first step or epoch).

@@ -324,8 +324,7 @@ def thread_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
     task's host in TF_CONFIG, at least 1: two workers on a 2-core machine get
     one thread each instead of two each fighting over both cores, and a node
     held to one core's CPU time runs one thread instead of bursting into its
-    quota (measured on a --cpus 1 node, mnist_cnn: 44 ms a step with one
-    thread, 56 ms with two).
+    quota and being throttled for the rest of each period.
     """
     if config.threads:
         return config.threads
@@ -343,11 +342,8 @@ def oversubscribed(config: TrainConfig, tf_config: TFConfig | None) -> str | Non
 
     The run's tasks on this task's host each run ``threads`` intra-op
     threads; more of them than :func:`usable_cpus` take turns on the cores
-    and every step waits for the slowest. Measured on ``mnist_cnn``, one
-    process on one core: 190 examples/s with ``threads=999`` against 3914
-    with 1; two workers on 2 cores, 219 against 5263; two threads on a node
-    held to one core, 56 against 44 ms a step. ``threads=0`` is never
-    oversubscribed.
+    and every step waits for the slowest, which makes training many times
+    slower. ``threads=0`` is never oversubscribed.
 
     Args:
         config: the task's settings; only ``threads`` is read.
@@ -430,8 +426,8 @@ def take_sigterm() -> None:
     TensorFlow's coordination service starts a preemption notifier there
     (tsl ``preemption_notifier.cc``, "SIGTERM caught") that takes SIGTERM for
     itself, for ``PreemptionCheckpointHandler``, which this project does not
-    use; a stopped worker then went on training until the launcher's SIGKILL
-    10 s later (systemd's after 30 s). Main thread only.
+    use; without this call a stopped worker goes on training until the
+    launcher's SIGKILL 10 s later (systemd's after 30 s). Main thread only.
     """
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if not _STOP.watching:
