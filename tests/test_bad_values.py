@@ -37,12 +37,12 @@ def small_dataset(tmp_path: Path) -> Path:
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        # Was accepted, and every task then failed at each start until the restart limit.
+        # Accepted, it would make every task fail at each start until the restart limit.
         (
             "training_run_startup_timeout=-5",
             "training_run_startup_timeout=-5 must be a whole number in digits, 0 or more",
         ),
-        # Were refused by Ansible's argument check or argparse, as a screenful without a fix.
+        # Refused with the fix, before Ansible's argument check or argparse print a screenful.
         (
             "training_run_startup_timeout=abc",
             "Fix: e.g. -e training_run_startup_timeout=300",
@@ -65,15 +65,15 @@ def test_a_bad_number_is_refused_before_the_run(tmp_path: Path, given: str, said
 def test_site_refuses_an_unknown_dataset_before_any_role_runs() -> None:
     text = refused("site.yml", "-e", "dataset=cifar")
     assert "dataset=cifar is unknown. Fix: -e dataset=mnist_5k" in text, text[-2000:]
-    assert "tf_runtime" not in text  # was refused only after the venv's import smoke test
+    assert "tf_runtime" not in text  # refused before the venv's import smoke test
 
 
 @pytest.mark.parametrize("kind", ["relative", "file"])
 def test_a_runs_folder_that_cannot_hold_runs_is_refused_before_the_run(
     tmp_path: Path, kind: str
 ) -> None:
-    # A relative folder was made under playbooks/ and then looked for in the project: the
-    # run started and its follower failed; a file gave a raw "Not a directory".
+    # A relative folder would be made under playbooks/ and looked for in the project (the
+    # run starts, its follower fails); a file would give a raw "Not a directory".
     if kind == "file":
         given = tmp_path / "a-file"
         given.write_text("")
@@ -87,7 +87,7 @@ def test_a_runs_folder_that_cannot_hold_runs_is_refused_before_the_run(
 
 
 def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -> None:
-    # A folder there crashed the launcher (IsADirectoryError) after the run was named.
+    # A folder there would crash the launcher (IsADirectoryError) after the run is named.
     runs = tmp_path / "runs"
     (runs / "latest").mkdir(parents=True)
     text = refused("train.yml", "-e", f"training_run_runs_dir={runs}")
@@ -102,15 +102,15 @@ def test_a_latest_that_is_not_a_link_is_refused_before_the_run(tmp_path: Path) -
         ("../../escape", "escape"),
         (".hidden", "hidden"),
         ("latest", "my-run"),
-        (" ", "my-run"),  # trained into runs/' '/, which status.yml -e run=' ' could not name
-        (["..", "x"], "x"),  # a list trained into runs/['..', 'x']/
-        ("é" * 101, "my-run"),  # 202 bytes passed as 101 characters; 128+ failed at the mkdir
+        (" ", "my-run"),  # would train into runs/' '/, which status.yml -e run=' ' cannot name
+        (["..", "x"], "x"),  # a list would train into runs/['..', 'x']/
+        ("é" * 101, "my-run"),  # 101 characters but 202 bytes: the limit counts bytes
     ],
 )
 def test_a_run_id_that_is_not_one_folder_name_is_refused_before_the_run(
     tmp_path: Path, given: str | list[str], fix: str
 ) -> None:
-    # ../../escape trained into runs/../../escape and moved a 'latest' link beside it,
+    # ../../escape would train into runs/../../escape and move a 'latest' link beside it,
     # outside the runs folder.
     runs = tmp_path / "a" / "b" / "runs"
     extra = json.dumps({"training_run_id": given, "training_run_runs_dir": str(runs)})
@@ -121,7 +121,7 @@ def test_a_run_id_that_is_not_one_folder_name_is_refused_before_the_run(
 
 
 def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
-    # Was only a warning in the task's own log: the run trained and Prometheus never saw the task.
+    # Refused, not only warned of in the task's log: the run would train unseen by Prometheus.
     low, mid, high = sorted(free_ports(3))
     offset = high - mid  # worker-0 (port mid) would serve metrics on high, which is taken
     ports = {"worker": [mid, low], "ps": free_ports(1), "chief": free_ports(1)}
@@ -149,8 +149,8 @@ def test_a_busy_metrics_port_is_refused_before_the_run(tmp_path: Path) -> None:
 def test_a_mistyped_host_in_a_local_inventory_is_named_with_the_fix(
     tmp_path: Path, group: str
 ) -> None:
-    # The fix given was "use training_run_launcher=systemd", which is wrong for a typo; a typo in
-    # a group that the strategy does not use (chief, under multi_worker_mirrored) said nothing.
+    # The fix names the typo, not "use training_run_launcher=systemd"; a typo in a group that
+    # the strategy does not use (chief, under multi_worker_mirrored) is refused as well.
     inventory = tmp_path / "inventory"
     shutil.copytree(Path(__file__).parents[1] / "inventory" / "local", inventory)
     hosts = inventory / "hosts.yml"
@@ -171,7 +171,7 @@ def test_a_mistyped_host_in_a_local_inventory_is_named_with_the_fix(
 
 
 def test_all_reduce_settings_with_parameter_server_are_refused(tmp_path: Path) -> None:
-    # all_reduce_dtype was refused there, all_reduce=ring and pack_bytes accepted and ignored.
+    # Like all_reduce_dtype, all_reduce=ring and pack_bytes would do nothing there.
     runs = tmp_path / "runs"
     text = refused(
         "train.yml",
@@ -186,7 +186,7 @@ def test_all_reduce_settings_with_parameter_server_are_refused(tmp_path: Path) -
 
 
 def test_linear_learning_rate_scaling_with_parameter_server_is_refused(tmp_path: Path) -> None:
-    # Was accepted and ignored: parameter_server scales no step size.
+    # parameter_server scales no step size: the setting would be ignored.
     runs = tmp_path / "runs"
     text = refused(
         "train.yml",
@@ -201,8 +201,8 @@ def test_linear_learning_rate_scaling_with_parameter_server_is_refused(tmp_path:
 
 
 def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Path) -> None:
-    # Passed every check; the tasks then waited 300 s for each other and the timeout said
-    # "not answering: every task answers on its port".
+    # Every other check passes; the tasks would wait 300 s for each other and the timeout
+    # would say "not answering: every task answers on its port".
     inventory = tmp_path / "inventory"
     shutil.copytree(Path(__file__).parents[1] / "inventory" / "local", inventory)
     host_vars = inventory / "host_vars" / "localhost.yml"
@@ -228,7 +228,7 @@ def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Pa
 def test_a_model_name_that_cannot_be_a_module_is_not_offered_as_a_file(
     tmp_path: Path, name: str
 ) -> None:
-    # Offered "add training/models/../../../etc/passwd.py", and "add training/models/__init__.py",
+    # Not "add training/models/../../../etc/passwd.py", nor "add training/models/__init__.py",
     # which exists.
     runs = tmp_path / "runs"
     text = refused("train.yml", "-e", f"model={name}", "-e", f"training_run_runs_dir={runs}")

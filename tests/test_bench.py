@@ -188,7 +188,7 @@ def test_report_splits_a_step_into_the_cores_work_and_its_wait(
     # The first epoch (tracing, the cluster forming) is left out of the figures.
     _chief_log(tmp_path, one, [(5.0, 5.0), (0.58, 0.6), (0.58, 0.6)])
     _chief_log(tmp_path, two, [(9.0, 9.0), (0.62, 0.7), (0.62, 0.7)])
-    # A case from before task logs carried CPU time reads as such, not as zero.
+    # A case whose task logs carry no CPU time reads as such, not as zero.
     _case(tmp_path, "mnist_vgg-2node-mwms-100mbit", 128 / 0.1, [0.95], model="mnist_vgg", workers=2)
 
     out = bench.report(tmp_path)

@@ -72,8 +72,8 @@ def as_worker_0(monkeypatch: pytest.MonkeyPatch, workers: list[str]) -> None:
 def test_a_local_task_on_another_machines_address_is_refused(
     staged: Path, host: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A local run with tf_cluster_address 10.255.255.1 passed every check, then each task
-    # waited training_run_startup_timeout for the others.
+    # A local run with tf_cluster_address 10.255.255.1 would pass every other check, then
+    # each task would wait training_run_startup_timeout for the others.
     as_worker_0(monkeypatch, [f"{host}:2222", f"{host}:2223"])
     argv = ["check", "--data-dir", str(staged), "--own-address"]
     assert main(argv) == 2
@@ -242,7 +242,7 @@ def test_a_cpu_quota_caps_the_usable_cpus(
 def test_the_offset_offered_for_a_clashing_metrics_port_clears_the_hosts_ports(
     staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # With ports 1000 apart, the fix offered the default offset 1000, which clashed the same way.
+    # With ports 1000 apart, the default offset 1000 would clash the same way: not offered.
     as_worker_0(monkeypatch, ["127.0.0.1:23456", "127.0.0.1:24456"])
     argv = ["check", "--data-dir", str(staged)]
     assert main([*argv, "--metrics-port-offset", "1000"]) == 2

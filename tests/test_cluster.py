@@ -167,7 +167,7 @@ def test_derive_parameter_server() -> None:
 
 
 def test_derive_refuses_a_port_list_of_no_job() -> None:
-    # A misspelt job's ports were ignored: the host then ran fewer tasks than the user listed.
+    # Ignored, a misspelt job's ports would leave the host fewer tasks than the user listed.
     hv = {"box": {"tf_cluster_ports": {"worker": [3000], "workers": [3001]}}}
     with pytest.raises(ClusterConfigError) as err:
         derive_cluster({"worker": ["box"]}, hv, "multi_worker_mirrored", JOBS)
@@ -200,7 +200,7 @@ def test_derive_several_tasks_per_host_in_port_order() -> None:
         ),
         (
             GROUPS,
-            {**HOSTVARS, "pi2": {"tf_cluster_ports": "3"}},  # was "has no 'worker' entry"
+            {**HOSTVARS, "pi2": {"tf_cluster_ports": "3"}},  # not "has no 'worker' entry"
             "multi_worker_mirrored",
             "host pi2: tf_cluster_ports is '3', not a mapping of job to ports; set it as "
             r"tf_cluster_ports: \{worker: \[2222\]\}",

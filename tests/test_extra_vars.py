@@ -60,8 +60,8 @@ def test_only_an_inventory_name_close_to_a_known_one_is_taken_for_a_typo() -> No
 
 
 def test_a_misspelt_inventory_variable_stops_the_playbook_before_it_starts(tmp_path: Path) -> None:
-    # A typo in group_vars left the default in place, silently: -e epoch=3 was refused,
-    # `epoch: 3` in the inventory trained 8 epochs.
+    # A typo in group_vars would leave the default in place, silently: -e epoch=3 is refused,
+    # so `epoch: 3` in the inventory must be too, not train 8 epochs.
     inventory = tmp_path / "mine"
     shutil.copytree(ROOT / "inventory" / "local", inventory)
     with (inventory / "group_vars" / "all" / "training.yml").open("a") as handle:
@@ -112,7 +112,7 @@ def test_names_the_inventory_reads_can_be_allowed() -> None:
 
 
 def test_words_that_are_not_name_value_are_refused_as_such() -> None:
-    # Was "-e _raw_params: no raspi-tf playbook or role reads this variable".
+    # Not "-e _raw_params: no raspi-tf playbook or role reads this variable".
     result = run_playbook("train.yml", "-e", "epochs= 3")
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
@@ -149,7 +149,7 @@ def test_one_setting_given_twice_is_a_clash_unless_the_role_name_came_with_e() -
 
 
 def test_two_strategies_at_once_stop_the_playbook_before_it_starts(tmp_path: Path) -> None:
-    # Ran parameter_server, silently: tf_cluster_strategy wins over strategy.
+    # Accepted, it would run parameter_server silently: tf_cluster_strategy wins over strategy.
     runs = tmp_path / "runs"
     result = run_playbook(
         "train.yml",

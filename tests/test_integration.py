@@ -70,7 +70,7 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
     assert len(m["history"]["loss"]) == m["epochs"]
     assert m["test_accuracy"] >= 0.95, m["test_accuracy"]
     assert m["restarts"] == 0 and m["resumed_from_epoch"] is None
-    # Progress was shown while the run went, and the summary at the end.
+    # Progress is shown while the run goes, and the summary at the end.
     assert "epoch 8/8" in result.stdout
     assert "test accuracy" in result.stdout
     # Plots next to the summary.
@@ -78,8 +78,8 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
         assert (latest / png).read_bytes()[:4] == b"\x89PNG"
     assert not (latest / "backup").exists()  # removed once the run succeeded
     # Each task leaves fit as soon as its last epoch is backed up: tf.data's
-    # per-device prefetch used to hold the last one there 7-47 s (every other
-    # run), the other task waiting for it to save the model.
+    # per-device prefetch with autotuning on can hold the last one there for
+    # seconds, the other task waiting for it to save the model.
     for task in m["tasks"]:
         events = [
             json.loads(x) for x in (latest / "tasks" / f"{task}.jsonl").read_text().splitlines()
@@ -209,8 +209,8 @@ def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: P
 def test_two_train_yml_naming_one_run_at_once_start_one_run(
     provisioned: None, tmp_path: Path
 ) -> None:
-    # Two train.yml started in the same second named one run (the id is the start's second)
-    # and both wrote to its folder: its tasks trained, but run.json said "failed".
+    # Two train.yml started in the same second name one run (the id is the start's second):
+    # both writing to its folder, its tasks would train but run.json say "failed".
     plays = [start_train(tmp_path, "-e", "epochs=1", "-e", "training_run_id=same") for _ in "ab"]
     outputs = [play.communicate(timeout=600)[0] for play in plays]
     codes = sorted(play.returncode for play in plays)

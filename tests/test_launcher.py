@@ -275,7 +275,7 @@ def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
 
 
 def test_follow_keeps_a_restart_between_the_epochs_around_it(tmp_path: Path) -> None:
-    # Many epochs in one poll were one "epochs 1-7/9" line put before the restart, though
+    # Many epochs in one poll are not one "epochs 1-7/9" line put before the restart, when
     # epochs 4-7 came after it.
     run = tmp_path / "run"
     run.mkdir()
@@ -346,8 +346,8 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
         handle.write(json.dumps(end) + "\n")
     (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("finished: ")
-    # A poll between the end's line and the outcome does not repeat the end (it said
-    # "finished: ... (no news for 1 s)" a second time).
+    # A poll between the end's line and the outcome does not repeat the end (no second
+    # "finished: ... (no news for 1 s)").
     assert follow_run(run, wait=0.1, cursor_file=cursor)["line"] == (
         "training finished; waiting for the chief to write its results and exit"
     )
@@ -373,8 +373,8 @@ def test_a_diverged_task_is_not_restarted_and_the_run_says_why(tmp_path: Path) -
     status = follow_status(run)
     line = " ".join(status["line"].split())
     assert "task worker-1: training diverged (the loss became NaN or infinite)" in line
-    # "its last lines give the epoch and the step size": they were not printed (the log of
-    # "worker-1:" was looked for).
+    # "its last lines give the epoch and the step size": so they are printed (the log of
+    # "worker-1", not of "worker-1:").
     assert f"worker-1 exiting with {DIVERGED_EXIT}" in status["log_tail"]
     assert "not restarted: it would diverge again. Fix: a lower learning_rate" in line
     assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT
 from training import models
 
-#: A model module as the README describes it; {params} is build()'s parameter
+#: A model module as docs/extending.md describes it; {params} is build()'s parameter
 #: list, {spe} what it passes on to compile_model.
 LINEAR_MODULE = (
     "import tf_keras\n"
@@ -105,7 +105,7 @@ def test_steps_per_execution_left_at_0_is_chosen_by_strategy(
 def test_a_model_added_as_the_readme_says_trains_with_steps_per_execution(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README: build(learning_rate, steps_per_execution=1) compiled by compile_model."""
+    """docs/extending.md: build(learning_rate, steps_per_execution=1) compiled by compile_model."""
     source = LINEAR_MODULE.format(
         params="learning_rate, steps_per_execution=1", spe=", steps_per_execution"
     )
@@ -143,7 +143,7 @@ def test_a_broken_model_module_is_named_with_the_fix(
 def test_a_model_module_that_cannot_be_imported_is_named_with_its_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, message: str
 ) -> None:
-    # A syntax error printed Python's whole traceback as train.yml's error, with no fix.
+    # A syntax error is named by its line, not as Python's whole traceback with no fix.
     name = f"broken_import_{'undefined' in source:d}"
     add_model_module(tmp_path, monkeypatch, name, source)
     with pytest.raises(models.ModelError, match="cannot be imported") as err:
@@ -213,7 +213,7 @@ def test_the_control_node_check_refuses_a_model_the_data_does_not_fit(
     layers: str,
     message: str,
 ) -> None:
-    # Each task found it only in its first step: both workers crash-looped to the restart limit.
+    # Found only in each task's first step, it would crash-loop both workers to the restart limit.
     from training.cli import main
 
     name = f"misfit_{'32' in layers:d}"

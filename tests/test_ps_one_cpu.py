@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_parameter_server_trains_when_every_task_may_use_only_one_cpu(tmp_path: Path) -> None:
-    # A node pinned to one core (a Pi-shaped container, a 1-vCPU VM): TensorFlow
-    # sized the servers' inter-op pools by the one CPU, and the workers' first
-    # remote train function never returned; the chief waited forever at 0% CPU.
+    # A node pinned to one core (a Pi-shaped container, a 1-vCPU VM): with inter-op
+    # pools sized by the one CPU, the workers' first remote train function never
+    # returns and the chief waits forever at 0% CPU.
     data.prepare("mnist_5k", tmp_path / "datasets")
     ps, worker0, worker1, chief = free_ports(4)
     cluster = {
@@ -46,7 +46,7 @@ def test_parameter_server_trains_when_every_task_may_use_only_one_cpu(tmp_path: 
                 preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
             )
     try:
-        code = tasks["chief-0"].wait(timeout=300)  # about 30 s; it hung for good before
+        code = tasks["chief-0"].wait(timeout=300)  # a hang, not a slow run, reaches it
     except subprocess.TimeoutExpired:
         code = None
     finally:

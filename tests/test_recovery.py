@@ -125,8 +125,8 @@ def test_watchdog_ends_a_task_stuck_holding_the_gil_and_names_the_missing_one(
 
 
 def test_watchdog_asks_about_the_addresses_when_every_port_answers(tmp_path: Path) -> None:
-    # Said "not answering: every task answers on its port" (a local run on an address that
-    # something else answered for).
+    # Not "not answering: every task answers on its port" (a local run on an address that
+    # something else answers for).
     up, me = free_ports(2)
     listener = socket.create_server(("127.0.0.1", up))
     tf_config = {
@@ -254,8 +254,8 @@ def test_each_task_serves_its_metrics_to_prometheus() -> None:
 
 
 def test_a_task_that_only_serves_exports_its_restarts_alone() -> None:
-    # A parameter_server worker or ps exported examples/s, steps and loss as 0.0 for the
-    # whole run: a Prometheus graph of the workers showed flat zeros, not "no data".
+    # Exported as 0.0 for the whole run, a parameter_server worker's or ps's examples/s, steps
+    # and loss would make a Prometheus graph of the workers show flat zeros, not "no data".
     (port,) = free_ports(1)
     exporter = Exporter(port, "127.0.0.1", "ps-0", "run-x", trains=False)
     exporter.restarts.set(1)
@@ -357,8 +357,8 @@ def test_saved_results_belong_to_their_run_only(tmp_path: Path) -> None:
 
 
 def test_a_chief_restarted_after_saving_its_results_ends_at_once(tmp_path: Path) -> None:
-    # Killed after it wrote metrics.json and model.keras but before it exited, the chief was
-    # started again, waited startup_timeout for workers that had finished, and the run failed.
+    # Killed after it wrote metrics.json and model.keras but before it exited, the chief is
+    # started again; waiting startup_timeout for workers that have finished would fail the run.
     folder = tmp_path / "datasets"
     data.prepare("mnist_5k", folder)
     run = tmp_path / "run"
@@ -401,8 +401,8 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_a_diverged_task_exits_with_the_status_no_supervisor_restarts(tmp_path: Path) -> None:
-    # Restarted, it resumed from the same backup with the same step size and diverged again:
-    # four starts and a run recorded as "the restart limit is reached".
+    # Restarted, it would resume from the same backup with the same step size and diverge
+    # again: four starts and a run recorded as "the restart limit is reached".
     folder = tmp_path / "datasets"
     data.prepare("mnist_5k", folder)
     argv = [sys.executable, "-c", NAN_TRAIN, "train", "--epochs", "2", "--data-dir", str(folder)]

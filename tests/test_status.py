@@ -46,7 +46,7 @@ def test_status_of_a_run_given_as_its_folder(refused_run: Path, form: str) -> No
 
 
 def test_a_run_id_with_a_trailing_slash_is_found_in_runs() -> None:
-    # Was taken as a folder of the project: "No run <id> in <project>". The run must be in the
+    # A run id, not a folder of the project ("No run <id> in <project>"). The run must be in the
     # default runs folder: -e training_run_runs_dir would outrank the playbook's own choice.
     run = ROOT / "runs" / "19700101T000000Z-test-trailing-slash"
     run.mkdir(parents=True)
@@ -59,9 +59,9 @@ def test_a_run_id_with_a_trailing_slash_is_found_in_runs() -> None:
 
 
 def test_a_run_outside_any_runs_folder_is_answered_without_walking_it(tmp_path: Path) -> None:
-    # -e run=../../etc walked all of / for run.json files, warning of /proc. The folder is given
-    # relative to the checkout, as there, but made here: ../../etc exists only where the
-    # checkout is two folders below /.
+    # -e run=../../etc must not walk all of / for run.json files, warning of /proc. The
+    # folder is given relative to the checkout, as there, but made here: ../../etc exists
+    # only where the checkout is two folders below /.
     folder = tmp_path / "etc"
     folder.mkdir()
     (folder / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
@@ -85,8 +85,8 @@ def test_a_missing_folder_names_the_runs_folder(tmp_path: Path) -> None:
 
 
 def test_a_misspelt_run_id_is_answered_with_the_newest_runs(tmp_path: Path) -> None:
-    # The list was made with a fileglob over runs/*/run.json, which finds nothing; then
-    # sorted by name, which put a run named with training_run_id after every timestamped one.
+    # A fileglob over runs/*/run.json finds nothing here, and an order by name would put a
+    # run named with training_run_id after every timestamped one: newest first, by age.
     made = ("20261130T080000Z-c", "20261201T080000Z-a", "20261202T080000Z-b", "x", "my run")
     for age, run_id in enumerate(reversed(made)):
         (tmp_path / run_id).mkdir()
@@ -103,7 +103,7 @@ def test_a_misspelt_run_id_is_answered_with_the_newest_runs(tmp_path: Path) -> N
 
 def test_a_folder_without_a_record_says_why_and_how_to_clear_it(tmp_path: Path) -> None:
     # A train.yml interrupted between making the run's folder and recording the run leaves it
-    # empty; status.yml and stop.yml said only "No run <id>", of a folder the user could see.
+    # empty; status.yml and stop.yml say why, not only "No run <id>" of a folder the user sees.
     (tmp_path / "20261202T094640Z-mnist_cnn-mwms").mkdir()
     for playbook in ("status.yml", "stop.yml"):
         result = run_playbook(playbook, "-e", f"run={tmp_path}/20261202T094640Z-mnist_cnn-mwms")
@@ -122,7 +122,7 @@ def test_a_folder_with_other_things_is_not_offered_for_removal(tmp_path: Path) -
         f"{tmp_path} has no run.json: not a run folder. Fix: -e run=<a run id> (a folder of" in text
     )
     assert "or the path of a run folder train.yml made elsewhere" in text
-    root = run_playbook("status.yml", "-e", "run=/etc")  # said "a folder of / that train.yml made"
+    root = run_playbook("status.yml", "-e", "run=/etc")  # not "a folder of / that train.yml made"
     assert "a folder of />" not in root.stdout and "or the path of a run folder" in root.stdout
     assert "rmdir" not in text
 
@@ -258,7 +258,7 @@ def test_follow_refuses_a_model_other_than_the_runs(tmp_path: Path) -> None:
 
 
 def test_follow_refuses_another_model_for_an_ended_run_too(refused_run: Path) -> None:
-    # An ended run got its summary with rc 0, the -e model ignored.
+    # Not its summary with rc 0 and the -e model ignored.
     result = run_playbook("follow.yml", "-e", f"run={refused_run}", "-e", "model=mnist_mlp")
     text = " ".join(result.stdout.split())
     assert result.returncode != 0
@@ -266,7 +266,7 @@ def test_follow_refuses_another_model_for_an_ended_run_too(refused_run: Path) ->
 
 
 def test_follow_takes_a_run_of_a_model_other_than_the_inventorys(tmp_path: Path) -> None:
-    # inventory/local sets model: mnist_cnn; follow.yml took it for an -e and refused
+    # inventory/local sets model: mnist_cnn; taken for an -e, it would make follow.yml refuse
     # every run of train.yml -e model=mnist_lstm ("-e model=mnist_cnn would change nothing").
     run = recorded_run(tmp_path, state="succeeded", reason="chief worker-0 exited with code 0")
     rerecord(run, model="mnist_lstm", dataset="mnist_5k")
@@ -288,7 +288,7 @@ def test_follow_refuses_a_run_of_another_cluster(tmp_path: Path) -> None:
 def test_status_of_a_run_of_another_inventory_says_which_tasks_it_cannot_show(
     tmp_path: Path,
 ) -> None:
-    # It used to show this inventory's two tasks as the whole run, worker-2 left out unsaid.
+    # Not this inventory's two tasks as the whole run, worker-2 left out unsaid.
     run = orphaned_run(tmp_path)
     rerecord(run, tasks=["worker-0", "worker-1", "worker-2"], inventory=["/home/me/inventory/mine"])
     text = " ".join(" ".join(status_lines(run)).split())

@@ -116,8 +116,8 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
     assert set(served) == members, f"files sent per client {dict(served)}; members {members}"
     # node1 fetched the package lists directly (to install the cache) and gave them to the
     # others, which install from them with no apt update: no list, not even an InRelease, is
-    # asked for through the cache (the update that installing python3-apt ran fetched them
-    # again whenever the mirror had published new ones).
+    # asked for through the cache (an apt update on a node would fetch them again whenever
+    # the mirror has published new ones).
     asked = sorted({path for kind, _, _, path in rows if kind == "O" and "/dists/" in path})
     assert not asked, f"package lists asked for through the cache: {asked}"
     # Each package crossed the uplink once: counted in bytes against the file's size, since
@@ -195,8 +195,8 @@ def test_blocked_worker_port_fails_the_preflight_naming_both_hosts() -> None:
     n3.run("nft add rule inet test_block input iif != lo tcp dport 2222 drop")
     try:
         # Each probe has its own timeout (netcheck), so the play cannot hang on a
-        # dropped port. No wall-clock bound here: under 60 s in earlier CI runs,
-        # 140 s on a busy machine.
+        # dropped port. No wall-clock bound here: how long it takes depends on how busy
+        # the machine is.
         result = subprocess.run(
             ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
             capture_output=True,
