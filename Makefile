@@ -79,7 +79,7 @@ bench: install images ## measure speed-up, all-reduce and time to accuracy on Pi
 	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-1worker -e batch_size=128 \
 		-e '{"tf_cluster_ports": {"worker": [23456], "ps": [23458], "chief": [23459]}}'
 	RASPI_TF_BENCH_ID=$(BENCH_ID) molecule test -s bench
-	python -m training bench --dir $(BENCH_DIR)
+	python -m training bench --dir $(BENCH_DIR) --docs docs/benchmarks
 
 test: lint unit integration nodes arm64 ## every test CI runs (nodes and arm64 need a Docker engine: .ci/run starts one)
 

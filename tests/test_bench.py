@@ -11,6 +11,9 @@ from tests.conftest import run_workers
 from training import bench, machine
 from training.cli import main
 
+#: 2026-12-05 10:09 UTC: when the fixture's cases start, unless a test says otherwise.
+START = 1_796_465_340
+
 
 def _case(
     root: Path,
@@ -22,9 +25,12 @@ def _case(
     workers: int = 1,
     strategy: str = "multi_worker_mirrored",
     dtype: str = "float32",
+    started: float | None = START,
 ) -> None:
     run = root / name
     run.mkdir(parents=True)
+    if started is not None:
+        (run / "run.json").write_text(json.dumps({"run_id": name, "started": started}))
     global_batch = batch * workers
     (run / "metrics.json").write_text(
         json.dumps(
@@ -67,8 +73,28 @@ def test_ring_bound_is_the_bytes_each_node_must_send_over_its_link() -> None:
         bench.ring_lower_bound(1, 1, 100)
 
 
-def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _machine(root: Path, cpu: str = "Intel(R) Xeon(R) CPU @ 2.20GHz") -> None:
+    """The bench's machine.json, as make bench records it."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "machine.json").write_text(
+        json.dumps(
+            {
+                "cpu_model": cpu,
+                "cores": 2,
+                "memory_bytes": 8 * 2**30,
+                "tensorflow_version": "2.21.0",
+                "python_version": "3.11.7",
+                "system": "Linux 6.1.0",
+                "architecture": "x86_64",
+            }
+        )
+    )
+
+
+def _full_bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bench folder of every kind of case, all-reduce timing and step trace, and its machine."""
     monkeypatch.setattr(bench, "_weights", lambda name: 669_706)
+    _machine(tmp_path)
     _case(tmp_path, "mnist_wide_mlp-1node-mwms-1000mbit", 1000.0, [0.93, 0.95, 0.96])
     # 2 nodes at 100 Mb/s: 128 examples a step in 0.3 s instead of 64 in 0.064 s.
     _case(tmp_path, "mnist_wide_mlp-2node-mwms-100mbit", 128 / 0.3, [0.9, 0.94], workers=2)
@@ -107,6 +133,10 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         (tmp_path / f"steps-mnist_wide_mlp-{host}.json").write_text(
             json.dumps({"model": "mnist_wide_mlp", "starts": _halves(slow_half)})
         )
+
+
+def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _full_bench(tmp_path, monkeypatch)
     out = bench.report(tmp_path, target=0.95)
 
     assert len(out["cases"]) == 7
@@ -162,6 +192,116 @@ def test_report_compares_the_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         f"(measured {slow['efficiency']:.2f})" in text
     )
     assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_the_results_file_is_named_by_the_benchs_own_date_and_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _full_bench(tmp_path, monkeypatch)
+    # Not the machine the report runs on: the one machine.json recorded.
+    monkeypatch.setattr(machine, "machine_facts", lambda: {"cpu_model": "Other CPU"})
+    # The earliest case dates the bench, though another started after midnight.
+    _case(tmp_path, "mnist_cnn-1node-mwms-1000mbit", 900.0, [0.95], started=START - 3600)
+    _case(
+        tmp_path, "mnist_cnn-2node-mwms-1000mbit", 1700.0, [0.95], workers=2, started=START + 86400
+    )
+    docs = tmp_path / "docs" / "benchmarks"
+    assert main(["bench", "--dir", str(tmp_path), "--docs", str(docs)]) == 0
+
+    (results,) = docs.glob("2*.md")
+    assert results.name == "2026-12-05-intel-xeon-cpu-2-20ghz.md"
+    text = results.read_text()
+    assert text.startswith("# Benchmark of 2026-12-05 on Intel(R) Xeon(R) CPU @ 2.20GHz\n")
+    assert f"`python -m training bench --dir runs/{tmp_path.name} --docs docs/benchmarks`" in text
+    assert "started 2026-12-05 09:09 UTC" in text
+    assert "- CPU: Intel(R) Xeon(R) CPU @ 2.20GHz, 2 logical cores" in text
+    assert "| `mnist_wide_mlp`, 2 nodes, 100 Mb/s, float16 all-reduce | 598.1 | 214.0 |" in text
+    assert "efficiency 0.90" in text and "(ring lower bound 214.3 ms, 1.10x)" in text
+
+
+def test_a_bench_without_machine_json_names_the_machine_reading_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(machine, "machine_facts", lambda: {"cpu_model": "AMD EPYC 7B13"})
+    _case(tmp_path, "mnist_cnn-1node-mwms-1000mbit", 900.0, [0.95], model="mnist_cnn")
+    monkeypatch.setattr(bench, "_weights", lambda name: 34_826)
+    out = bench.report(tmp_path)
+    assert bench.results_name(out) == "2026-12-05-amd-epyc-7b13.md"
+    assert "the bench folder has no machine.json" in bench.markdown(out)
+
+
+def test_a_bench_no_case_of_which_says_when_it_started_is_not_dated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 34_826)
+    _case(tmp_path, "mnist_cnn-1node-mwms-1000mbit", 900.0, [0.95], model="mnist_cnn", started=None)
+    assert main(["bench", "--dir", str(tmp_path), "--docs", str(tmp_path / "docs")]) == 2
+    assert "cannot date bench" in capsys.readouterr().err
+    # Without run.json, the chief's metrics say when the run finished and how long it took.
+    metrics = tmp_path / "mnist_cnn-1node-mwms-1000mbit" / "metrics.json"
+    finished = {"finished": "2026-12-06T00:00:30+00:00", "wall_seconds": 60.0}
+    metrics.write_text(json.dumps({**json.loads(metrics.read_text()), **finished}))
+    assert bench.report(tmp_path)["started"] == "2026-12-05T23:59:30Z"
+
+
+def test_the_report_run_twice_writes_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bench_dir, docs = tmp_path / "bench-20261205T100900Z", tmp_path / "docs"
+    _full_bench(bench_dir, monkeypatch)
+    argv = ["bench", "--dir", str(bench_dir), "--docs", str(docs)]
+    assert main(argv) == 0
+    first = {p.name: p.read_bytes() for p in docs.iterdir()}
+    assert main(argv) == 0
+    assert {p.name: p.read_bytes() for p in docs.iterdir()} == first
+    assert sorted(first) == ["2026-12-05-intel-xeon-cpu-2-20ghz.md", "README.md"]
+
+
+def test_the_index_lists_the_results_newest_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    assert "No results yet" in bench.index_markdown(docs)
+    (docs / "2027-01-10-amd-epyc.md").write_text("# Benchmark of 2027-01-10 on AMD EPYC\n")
+    (docs / "2026-11-30-cortex-a76.md").write_text("no title\n")
+    (docs / "notes.md").write_text("# not a results file\n")
+    _full_bench(tmp_path / "bench", monkeypatch)
+    bench.write_docs(bench.report(tmp_path / "bench"), docs)
+
+    index = (docs / "README.md").read_text()
+    assert "generated by `python -m training bench" in index.lower()
+    rows = [line for line in index.splitlines() if line.startswith("| 20")]
+    assert rows == [
+        "| 2027-01-10 | AMD EPYC | [2027-01-10-amd-epyc.md](2027-01-10-amd-epyc.md) |",
+        "| 2026-12-05 | Intel(R) Xeon(R) CPU @ 2.20GHz | "
+        "[2026-12-05-intel-xeon-cpu-2-20ghz.md](2026-12-05-intel-xeon-cpu-2-20ghz.md) |",
+        "| 2026-11-30 | cortex-a76 | [2026-11-30-cortex-a76.md](2026-11-30-cortex-a76.md) |",
+    ]
+
+
+def test_a_target_not_met_says_not_met(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 34_826)
+    _machine(tmp_path)
+    _case(tmp_path, "mnist_cnn-local-1worker", 1000.0, [0.95], model="mnist_cnn", batch=128)
+    _case(tmp_path, "mnist_cnn-local-2workers", 700.0, [0.95], model="mnist_cnn", workers=2)
+    out = bench.report(tmp_path)
+
+    by_target = {t["target"]: t for t in bench.check_targets(out)}
+    local = by_target["2 local workers at least 0.8x one process on the same cores"]
+    assert (local["met"], local["measured"]) == (
+        False,
+        "0.70x (mnist_cnn: 700 against 1000 examples/s)",
+    )
+    # The bench measured no nodes: those targets are neither met nor failed.
+    assert [t["met"] for t in by_target.values()].count(None) == 3
+    text = bench.markdown(out)
+    assert (
+        "| 2 local workers at least 0.8x one process on the same cores "
+        "| 0.70x (`mnist_cnn`: 700 against 1000 examples/s) | not met |" in text
+    )
+    assert text.count("| not measured |") == 3
+    assert "  not met      2 local workers at least 0.8x" in bench.table(out)
 
 
 def _chief_log(root: Path, name: str, cpu_and_wall: list[tuple[float, float]]) -> None:

@@ -1,4 +1,4 @@
-"""The benchmark's report: the cases of ``runs/bench-<id>/`` compared, as JSON, plots and a table.
+"""The benchmark's report: the cases of ``runs/bench-<id>/`` compared, as JSON, plots and tables.
 
 ``make bench`` runs every case through ``train.yml`` (molecule/bench: nodes of
 one CPU core each, links shaped to 1 Gb/s and 100 Mb/s; and the local
@@ -36,18 +36,28 @@ compares them:
   long as the slower node's step at that moment) and gives the share of
   their own pace that waiting for each other leaves them, with no
   all-reduce at all.
+
+:func:`report` writes ``bench.json`` and the plots into the bench folder;
+:func:`table` makes it plain-text tables; :func:`markdown` makes it the
+results file ``docs/benchmarks/<date>-<cpu>.md`` (``--docs``), dated by the
+bench's earliest case and named after the CPU in the folder's
+``machine.json``, and :func:`index_markdown` lists those files. Both texts
+give the benchmark's targets (:func:`check_targets`), each met or not.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from training.progress import PROGRESS_FILE, newest_epochs, read_events
+from training.machine import cpu_slug, read_machine
+from training.progress import PROGRESS_FILE, newest_epochs, plural, read_events
 from training.tasklog import TASKS_DIR
 
 BENCH_FILE = "bench.json"
@@ -57,6 +67,17 @@ EFFICIENCY_PLOT = "efficiency.png"
 DEFAULT_TARGET = 0.95
 #: Bytes a weight's gradient takes in the all-reduce, per all_reduce_dtype.
 BYTES_PER_WEIGHT = {"float32": 4, "float16": 2}
+#: The benchmark's targets (:func:`check_targets`): the all-reduce at 100 Mb/s
+#: at most this many times its ring lower bound ...
+ALL_REDUCE_OVER_BOUND_TARGET = 1.5
+#: ... 2 nodes at 1 Gb/s at least this scaling efficiency ...
+EFFICIENCY_TARGET = 0.8
+#: ... and 2 local workers at least this share of one process's examples/s.
+LOCAL_RATIO_TARGET = 0.8
+#: The results files' folder in the repository, as the generated-by lines name it.
+DOCS_DIR = "docs/benchmarks"
+#: The index of the results files, in their folder.
+DOCS_INDEX = "README.md"
 
 _NODE_CASE = re.compile(
     r"^(?P<model>.+)-(?P<nodes>\d+)node-(?P<strategy>mwms|ps)-(?P<link>\d+)mbit(?:-fp16)?$"
@@ -66,6 +87,10 @@ _LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
 _ALL_REDUCE_FILE = re.compile(r"^all_reduce-(?P<link>\d+)mbit\.json$")
 #: ``steps-<model>-<host>.json``: :func:`step_trace` of that model on that node.
 _STEPS_FILE = re.compile(r"^steps-(?P<model>[a-z0-9_]+)-(?P<host>.+)\.json$")
+#: ``<date>-<cpu>.md``: :func:`markdown` of a bench, in the docs folder.
+_RESULTS_FILE = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})-(?P<cpu>[a-z0-9-]+)\.md$")
+#: The title :func:`markdown` gives a results file.
+_RESULTS_TITLE = re.compile(r"^# Benchmark of (?P<date>\S+) on (?P<cpu>.+)$")
 
 
 class BenchError(RuntimeError):
@@ -663,8 +688,11 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
     """Read every case of ``bench_dir``, write ``bench.json`` and the plots there.
 
     Returns:
-        The report written to ``bench.json``: ``cases`` (one dict per
-        :class:`Case`), the comparisons of :func:`compare`, ``target`` and
+        The report written to ``bench.json``: ``bench_id`` (the folder's
+        name), ``started`` (:func:`bench_started`), ``machine``
+        (:func:`training.machine.read_machine`), ``target_accuracy``,
+        ``cases`` (one dict per :class:`Case`), the comparisons of
+        :func:`compare`, ``lockstep`` (:func:`read_step_traces`) and
         ``plots`` (file names).
 
     Raises:
@@ -688,15 +716,68 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
             f"{bench_dir} holds no finished case (<model>-<n>node-<mwms|ps>-<link>mbit[-fp16] or "
             "<model>-local-<n>workers with a metrics.json)"
         )
-    out: dict[str, Any] = {"target_accuracy": target, "cases": [asdict(c) for c in cases]}
+    out: dict[str, Any] = {
+        "bench_id": bench_dir.resolve().name,
+        "started": bench_started([bench_dir / c.name for c in cases]),
+        "machine": read_machine(bench_dir),
+        "target_accuracy": target,
+        "cases": [asdict(c) for c in cases],
+    }
     paces = read_step_traces(bench_dir)
     out.update(compare(cases, read_all_reduces(bench_dir), paces))
     out["lockstep"] = paces
     out["plots"] = [p.name for p in _plot(bench_dir, out)]
-    tmp = bench_dir / f".{BENCH_FILE}.tmp"
-    tmp.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(bench_dir / BENCH_FILE)
+    _write_atomically(bench_dir / BENCH_FILE, json.dumps(out, indent=2) + "\n")
     return out
+
+
+def bench_started(case_dirs: list[Path]) -> str | None:
+    """When the earliest of ``case_dirs`` started, in UTC: ``YYYY-MM-DDTHH:MM:SSZ``.
+
+    A case starts at ``started`` of its ``run.json`` (train.yml's record of
+    the run, Unix seconds), else at ``finished`` less ``wall_seconds`` of its
+    ``metrics.json``, else at the first event of its ``progress.jsonl``. The
+    bench's own files date it, so a report run again later dates it the same.
+
+    Returns:
+        The time, or None when no case says when it started.
+    """
+    starts = [t for d in case_dirs for t in [_case_started(d)] if t is not None]
+    if not starts:
+        return None
+    return dt.datetime.fromtimestamp(min(starts), dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _case_started(case_dir: Path) -> float | None:
+    """Unix seconds at which the run of ``case_dir`` started (see :func:`bench_started`)."""
+    record = _read_json(case_dir / "run.json")
+    try:
+        return float(record["started"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    metrics = _read_json(case_dir / "metrics.json")
+    try:
+        finished = dt.datetime.fromisoformat(str(metrics["finished"]))
+        return finished.timestamp() - float(metrics["wall_seconds"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    times = [float(e["time"]) for e in read_events(case_dir / PROGRESS_FILE) if "time" in e]
+    return min(times) if times else None
+
+
+def _read_json(path: Path) -> Any:
+    """The JSON in ``path``; None when it is missing or not JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file: a reader sees the old or the new."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def _case_match(name: str) -> re.Match[str] | None:
@@ -714,99 +795,496 @@ def _weights(name: str) -> int:
     return int(sum(int(w.shape.num_elements()) for w in model.trainable_weights))
 
 
+def _plain(text: str) -> str:
+    return text
+
+
+def _code(text: str) -> str:
+    return f"`{text}`"
+
+
+def _link(mbit: int) -> str:
+    """A link rate as people say it: ``1 Gb/s``, ``100 Mb/s``."""
+    return f"{mbit // 1000} Gb/s" if mbit and mbit % 1000 == 0 else f"{mbit} Mb/s"
+
+
+def _reached(seconds: float | None, epoch: int | None = None) -> str:
+    if seconds is None:
+        return "not reached"
+    return f"{seconds:.1f} s" + (f" (ep {epoch})" if epoch is not None else "")
+
+
+def _case_cells(c: dict[str, Any]) -> list[str]:
+    """A case's figures as text: examples/s, ms a step, chief CPU, test accuracy, to target."""
+    cpu = (
+        f"{1000 * c['cpu_seconds_per_step']:.1f} ({c['cpu_busy']:.0%})"
+        if c.get("cpu_seconds_per_step") is not None and c.get("cpu_busy") is not None
+        else "-"
+    )
+    return [
+        f"{c['examples_per_second']:.1f}",
+        f"{1000 * c['step_seconds']:.1f}",
+        cpu,
+        f"{c['test_accuracy']:.4f}",
+        _reached(c["seconds_to_target"], c["epochs_to_target"]),
+    ]
+
+
+def _case_label(c: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    """``mnist_cnn, 2 nodes, 1 Gb/s, float16 all-reduce``: a case in words."""
+    if c["where"] == "local":
+        who = "one process" if c["nodes"] == 1 else f"{c['nodes']} workers"
+        parts = [q(c["model"]), f"local, {who}, batch {c['batch_per_worker']}"]
+    else:
+        parts = [q(c["model"]), plural(c["nodes"], "node"), _link(c["link_mbit"])]
+    if c["strategy"] == "parameter_server":
+        parts.append(q("parameter_server"))
+    if c.get("all_reduce_dtype", "float32") != "float32":
+        parts.append(f"{c['all_reduce_dtype']} all-reduce")
+    return ", ".join(parts)
+
+
+def _row_label(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    """``mnist_cnn, 2 nodes, 1 Gb/s``: the model, nodes and link of a comparison row."""
+    return f"{q(r['model'])}, {r['nodes']} nodes, {_link(r['link_mbit'])}"
+
+
+def _scaling_head(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    return f"{_row_label(r, q)}: speed-up {r['speedup']:.2f}, efficiency {r['efficiency']:.2f}"
+
+
+def _scaling_notes(r: dict[str, Any]) -> list[list[str]]:
+    """Where a scaling row's step goes: a note a figure, each note lines that fit :func:`table`."""
+    notes = []
+    if "all_reduce_over_bound" in r:
+        notes.append(
+            [
+                f"a step computes {1000 * r['one_node_step_seconds']:.1f} ms on 1 node; "
+                f"the all-reduce adds {1000 * r['all_reduce_seconds_per_step']:.1f} ms",
+                f"(ring lower bound {1000 * r['ring_bound_seconds']:.1f} ms, "
+                f"{r['all_reduce_over_bound']:.2f}x)",
+            ]
+        )
+    if "ceiling_efficiency" in r:
+        notes.append(
+            [
+                f"alone, in lockstep, it takes {1000 * r['all_reduce_alone_seconds']:.1f} "
+                f"ms, which leaves at most {r['ceiling_efficiency']:.2f}"
+            ]
+        )
+        wait = r["all_reduce_seconds_per_step"] - r["all_reduce_alone_seconds"]
+        if wait > 0:
+            notes.append(
+                [
+                    f"the other {1000 * wait:.1f} ms: the runtime's extra work on the "
+                    "core and the wait for the slower node"
+                ]
+            )
+    if "lockstep_pace" in r:
+        notes.append(
+            [
+                f"trained alone on the nodes at once, in lockstep they keep "
+                f"{r['lockstep_pace']:.2f} of their own pace"
+            ]
+        )
+    if "predicted_efficiency" in r:
+        notes.append(
+            [
+                f"that and the all-reduce alone predict efficiency "
+                f"{r['predicted_efficiency']:.2f} (measured {r['efficiency']:.2f})"
+            ]
+        )
+    if "cpu_seconds_per_step" in r:
+        notes.append(
+            [
+                f"the chief's CPU a step: {1000 * r['one_node_cpu_seconds_per_step']:.1f} "
+                f"ms on 1 node, {1000 * r['cpu_seconds_per_step']:.1f} ms on {r['nodes']}; "
+                f"its core busy {r['cpu_busy']:.0%},",
+                f"idle {1000 * r['idle_seconds_per_step']:.1f} ms a step waiting for the "
+                "all-reduce and the other nodes",
+            ]
+        )
+    return notes
+
+
+def _strategy_line(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    return (
+        f"{_row_label(r, q)}: {r['parameter_server_examples_per_second']:.0f} ex/s (test acc "
+        f"{r['parameter_server_test_accuracy']:.3f}) against "
+        f"{r['multi_worker_mirrored_examples_per_second']:.0f} "
+        f"({r['multi_worker_mirrored_test_accuracy']:.3f}): {r['ratio']:.2f}x"
+    )
+
+
+def _float16_line(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    return (
+        f"{_row_label(r, q)}: {r['float16_examples_per_second']:.0f} ex/s "
+        f"(test acc {r['float16_test_accuracy']:.3f}) against "
+        f"{r['float32_examples_per_second']:.0f} ({r['float32_test_accuracy']:.3f}): "
+        f"{r['ratio']:.2f}x"
+    )
+
+
+def _float16_note(r: dict[str, Any]) -> str | None:
+    if "all_reduce_over_bound" not in r:
+        return None
+    return (
+        f"all-reduce {1000 * r['all_reduce_seconds_per_step']:.1f} ms a step; ring "
+        f"lower bound of {r['gradient_bytes'] / 1e6:.2f} MB "
+        f"{1000 * r['ring_bound_seconds']:.1f} ms ({r['all_reduce_over_bound']:.2f}x)"
+    )
+
+
+def _local_line(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    return (
+        f"{q(r['model'])}: {r['workers']} workers {r['examples_per_second']:.0f} ex/s, one "
+        f"process {r['one_process_examples_per_second']:.0f} ex/s: {r['ratio']:.2f}x"
+    )
+
+
+#: The headings of the report's sections, shared by :func:`table` and :func:`markdown`.
+_SCALING = "Scaling (multi_worker_mirrored against 1 node, same per-worker batch)"
+_STRATEGIES = "parameter_server against multi_worker_mirrored on the same nodes"
+_FLOAT16 = "float16 all-reduce against float32 on the same nodes"
+_LOCAL = "Local workers against one process on the same cores"
+
+
+def check_targets(out: dict[str, Any], q: Callable[[str], str] = _plain) -> list[dict[str, Any]]:
+    """The benchmark's targets, checked against a report's figures.
+
+    - the all-reduce at 100 Mb/s takes at most 1.5x its ring lower bound,
+      for the model of the most gradient bytes (the one the wire limits);
+    - 2 nodes at 1 Gb/s scale at an efficiency of 0.8 or more, for the
+      compute-bound model (the longest step on 1 node);
+    - that model reaches the target accuracy sooner on those 2 nodes than on 1;
+    - 2 local workers reach 0.8x or more the examples/s of one process on
+      the same cores (a line per model).
+
+    Args:
+        out: :func:`report`'s output (or ``bench.json``).
+        q: how to quote a model's name (:func:`markdown` makes it code).
+
+    Returns:
+        One dict a target: ``target`` and ``measured`` (text) and ``met``:
+        True, False, or None when the bench did not measure it.
+    """
+    target = out["target_accuracy"]
+    found: list[dict[str, Any]] = []
+
+    def add(text: str, measured: str, met: bool | None) -> None:
+        found.append({"target": text, "measured": measured, "met": met})
+
+    text = (
+        f"all-reduce at 100 Mb/s at most {ALL_REDUCE_OVER_BOUND_TARGET}x its ring lower "
+        "bound (most gradient bytes)"
+    )
+    rows = [r for r in out["scaling"] if r["link_mbit"] == 100 and "all_reduce_over_bound" in r]
+    if rows:
+        r = max(rows, key=lambda r: (r["gradient_bytes"], -r["nodes"]))
+        add(
+            text,
+            f"{r['all_reduce_over_bound']:.2f}x: {1000 * r['all_reduce_seconds_per_step']:.1f} "
+            f"against {1000 * r['ring_bound_seconds']:.1f} ms a step ({q(r['model'])}, "
+            f"{r['gradient_bytes'] / 1e6:.2f} MB, {r['nodes']} nodes)",
+            r["all_reduce_over_bound"] <= ALL_REDUCE_OVER_BOUND_TARGET,
+        )
+    else:
+        add(text, "no 100 Mb/s all-reduce against its bound in this bench", None)
+
+    one_node = {
+        c["model"]: c["step_seconds"]
+        for c in out["cases"]
+        if c["where"] == "nodes"
+        and c["nodes"] == 1
+        and c["strategy"] == "multi_worker_mirrored"
+        and c.get("all_reduce_dtype", "float32") == "float32"
+    }
+    rows = [
+        r
+        for r in out["scaling"]
+        if r["nodes"] == 2 and r["link_mbit"] == 1000 and r["model"] in one_node
+    ]
+    text = f"2-node efficiency at least {EFFICIENCY_TARGET} at 1 Gb/s (compute-bound model)"
+    sooner = f"{target:.2f} test accuracy sooner on 2 nodes than on 1 at 1 Gb/s (same model)"
+    if rows:
+        r = max(rows, key=lambda r: one_node[r["model"]])
+        add(
+            text,
+            f"{r['efficiency']:.2f} ({q(r['model'])}, "
+            f"{1000 * one_node[r['model']]:.1f} ms a step on 1 node)",
+            r["efficiency"] >= EFFICIENCY_TARGET,
+        )
+        two, one = r["seconds_to_target"], r["one_node_seconds_to_target"]
+        add(
+            sooner,
+            f"{_reached(two)} on 2 nodes against {_reached(one)} on 1 ({q(r['model'])})",
+            two is not None and (one is None or two < one),
+        )
+    else:
+        add(text, "no 2-node case at 1 Gb/s with its 1-node case in this bench", None)
+        add(sooner, "no 2-node case at 1 Gb/s with its 1-node case in this bench", None)
+
+    text = f"2 local workers at least {LOCAL_RATIO_TARGET}x one process on the same cores"
+    rows = [r for r in out["local"] if r["workers"] == 2]
+    for r in rows:
+        add(
+            text,
+            f"{r['ratio']:.2f}x ({q(r['model'])}: {r['examples_per_second']:.0f} against "
+            f"{r['one_process_examples_per_second']:.0f} examples/s)",
+            r["ratio"] >= LOCAL_RATIO_TARGET,
+        )
+    if not rows:
+        add(text, "no 2 local workers with their one process in this bench", None)
+    return found
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "met", False: "not met", None: "not measured"}[met]
+
+
 def table(out: dict[str, Any]) -> str:
     """The report as plain-text tables, 100 columns at most."""
     target = out["target_accuracy"]
     lines = [
-        f"{'case':<38} {'ex/s':>7} {'ms/step':>8} {'test acc':>8} {f'to {target:.2f}':>12}",
+        f"{'case':<38} {'ex/s':>7} {'ms/step':>8} {'CPU ms (busy)':>13} {'test acc':>8} "
+        f"{f'to {target:.2f}':>12}",
     ]
     for c in out["cases"]:
-        reached = (
-            f"{c['seconds_to_target']:.1f} s (ep {c['epochs_to_target']})"
-            if c["seconds_to_target"] is not None
-            else "not reached"
-        )
-        lines.append(
-            f"{c['name']:<38} {c['examples_per_second']:>7.1f} {1000 * c['step_seconds']:>8.1f} "
-            f"{c['test_accuracy']:>8.4f} {reached:>12}"
-        )
+        rate, ms, cpu, accuracy, reached = _case_cells(c)
+        lines.append(f"{c['name']:<38} {rate:>7} {ms:>8} {cpu:>13} {accuracy:>8} {reached:>12}")
     if out["scaling"]:
-        lines += ["", "Scaling (multi_worker_mirrored against 1 node, same per-worker batch):"]
-        for r in out["scaling"]:
-            lines.append(
-                f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: speed-up "
-                f"{r['speedup']:.2f}, efficiency {r['efficiency']:.2f}"
-            )
-            if "all_reduce_over_bound" in r:
-                lines += [
-                    f"    a step computes {1000 * r['one_node_step_seconds']:.1f} ms on 1 node; "
-                    f"the all-reduce adds {1000 * r['all_reduce_seconds_per_step']:.1f} ms",
-                    f"    (ring lower bound {1000 * r['ring_bound_seconds']:.1f} ms, "
-                    f"{r['all_reduce_over_bound']:.2f}x)",
-                ]
-            if "ceiling_efficiency" in r:
-                wait = r["all_reduce_seconds_per_step"] - r["all_reduce_alone_seconds"]
-                lines.append(
-                    f"    alone, in lockstep, it takes {1000 * r['all_reduce_alone_seconds']:.1f} "
-                    f"ms, which leaves at most {r['ceiling_efficiency']:.2f}"
-                )
-                if wait > 0:
-                    lines.append(
-                        f"    the other {1000 * wait:.1f} ms: the runtime's extra work on the "
-                        "core and the wait for the slower node"
-                    )
-            if "lockstep_pace" in r:
-                lines.append(
-                    f"    trained alone on the nodes at once, in lockstep they keep "
-                    f"{r['lockstep_pace']:.2f} of their own pace"
-                )
-            if "predicted_efficiency" in r:
-                lines.append(
-                    f"    that and the all-reduce alone predict efficiency "
-                    f"{r['predicted_efficiency']:.2f} (measured {r['efficiency']:.2f})"
-                )
-            if "cpu_seconds_per_step" in r:
-                lines += [
-                    f"    the chief's CPU a step: {1000 * r['one_node_cpu_seconds_per_step']:.1f} "
-                    f"ms on 1 node, {1000 * r['cpu_seconds_per_step']:.1f} ms on {r['nodes']}; "
-                    f"its core busy {r['cpu_busy']:.0%},",
-                    f"    idle {1000 * r['idle_seconds_per_step']:.1f} ms a step waiting for the "
-                    "all-reduce and the other nodes",
-                ]
+        lines += ["", f"{_SCALING}:"]
+    for r in out["scaling"]:
+        lines.append(f"  {_scaling_head(r)}")
+        lines += [f"    {line}" for note in _scaling_notes(r) for line in note]
     if out["strategies"]:
-        lines += ["", "parameter_server against multi_worker_mirrored on the same nodes:"]
-    for r in out["strategies"]:
+        lines += ["", f"{_STRATEGIES}:"]
+    lines += [f"  {_strategy_line(r)}" for r in out["strategies"]]
+    if out.get("float16"):
+        lines += ["", f"{_FLOAT16}:"]
+    for r in out.get("float16", []):
+        lines.append(f"  {_float16_line(r)}")
+        note = _float16_note(r)
+        if note:
+            lines.append(f"    {note}")
+    if out["local"]:
+        lines += ["", f"{_LOCAL}:"]
+    lines += [f"  {_local_line(r)}" for r in out["local"]]
+    lines += ["", "Targets:"]
+    for t in check_targets(out):
+        lines += [f"  {_verdict(t['met']):<13}{t['target']}", f"  {'':<13}{t['measured']}"]
+    return "\n".join(lines)
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def row(cells: list[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return [row(header), "|" + "---|" * len(header), *(row(r) for r in rows)]
+
+
+def _size(memory_bytes: int | None) -> str:
+    return f"{memory_bytes / 2**30:.1f} GiB" if memory_bytes else "unknown"
+
+
+def results_name(out: dict[str, Any]) -> str:
+    """``<date>-<cpu>.md``: the results file of a report, named by the bench's own date and CPU.
+
+    Raises:
+        BenchError: the report has no start time (no case says when it started).
+    """
+    if not out.get("started"):
+        raise BenchError(
+            f"cannot date bench {out.get('bench_id', '?')}: no case has a run.json with "
+            "'started', a metrics.json with 'finished' or a progress.jsonl; run make bench again"
+        )
+    machine = out.get("machine") or {}
+    return f"{out['started'][:10]}-{cpu_slug(str(machine.get('cpu_model') or ''))}.md"
+
+
+def _generated_by(out: dict[str, Any]) -> str:
+    target = out["target_accuracy"]
+    flag = f" --target {target:g}" if target != DEFAULT_TARGET else ""
+    return (
+        f"python -m training bench --dir runs/{out.get('bench_id', 'bench-<id>')}{flag} "
+        f"--docs {DOCS_DIR}"
+    )
+
+
+def markdown(out: dict[str, Any]) -> str:
+    """The report as a Markdown results file: machine, targets, then :func:`table`'s figures.
+
+    Args:
+        out: :func:`report`'s output (or ``bench.json``), with ``started``.
+
+    Raises:
+        BenchError: the report has no start time.
+    """
+    results_name(out)  # dated, or BenchError
+    target = out["target_accuracy"]
+    machine = out.get("machine") or {}
+    cpu = machine.get("cpu_model") or "an unknown CPU"
+    started = dt.datetime.strptime(out["started"], "%Y-%m-%dT%H:%M:%SZ")
+    lines = [
+        f"# Benchmark of {out['started'][:10]} on {cpu}",
+        "",
+        f"Generated by `{_generated_by(out)}` from the bench's own files; that command "
+        "writes it again, so edit the code, not this file. What the figures mean: "
+        "[benchmark](../benchmark.md).",
+        "",
+        "## Machine",
+        "",
+        f"- CPU: {cpu}, {machine.get('cores') or '?'} logical cores",
+        f"- memory: {_size(machine.get('memory_bytes'))}",
+        f"- TensorFlow {machine.get('tensorflow_version') or 'unknown'}, "
+        f"Python {machine.get('python_version') or 'unknown'}, "
+        f"{machine.get('system') or 'unknown system'} {machine.get('architecture') or ''}".rstrip(),
+        f"- bench `{out.get('bench_id', '?')}`, started {started:%Y-%m-%d %H:%M} UTC; "
+        f"target accuracy {target:.2f}",
+    ]
+    if not machine.get("recorded", True):
         lines.append(
-            f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: "
-            f"{r['parameter_server_examples_per_second']:.0f} ex/s (test acc "
-            f"{r['parameter_server_test_accuracy']:.3f}) against "
-            f"{r['multi_worker_mirrored_examples_per_second']:.0f} "
-            f"({r['multi_worker_mirrored_test_accuracy']:.3f}): {r['ratio']:.2f}x"
+            "- the bench folder has no machine.json: these are the facts of the machine "
+            "the report ran on"
+        )
+    lines += ["", "## Targets", ""]
+    lines += _md_table(
+        ["target", "measured", "verdict"],
+        [[t["target"], t["measured"], _verdict(t["met"])] for t in check_targets(out, _code)],
+    )
+    lines += ["", "## Cases", ""]
+    lines += _md_table(
+        [
+            "case",
+            "examples/s",
+            "ms a step",
+            "chief CPU, ms a step (core busy)",
+            "test accuracy",
+            f"to {target:.2f}",
+        ],
+        [[_case_label(c, _code), *_case_cells(c)] for c in out["cases"]],
+    )
+    if out["scaling"]:
+        lines += ["", f"## {_SCALING}", ""]
+        lines += _md_table(
+            [
+                "model, nodes, link",
+                "examples/s, 1 node",
+                "examples/s",
+                "speed-up",
+                "efficiency",
+                f"to {target:.2f}, 1 node",
+                f"to {target:.2f}",
+            ],
+            [
+                [
+                    _row_label(r, _code),
+                    f"{r['one_node_examples_per_second']:.1f}",
+                    f"{r['examples_per_second']:.1f}",
+                    f"{r['speedup']:.2f}",
+                    f"{r['efficiency']:.2f}",
+                    _reached(r["one_node_seconds_to_target"]),
+                    _reached(r["seconds_to_target"]),
+                ]
+                for r in out["scaling"]
+            ],
+        )
+        noted = [r for r in out["scaling"] if _scaling_notes(r)]
+        if noted:
+            lines += ["", "Where a step's time goes:", ""]
+        for r in noted:
+            lines.append(f"- {_scaling_head(r, _code)}")
+            lines += [f"  - {' '.join(note)}" for note in _scaling_notes(r)]
+    bounded = [(r, "float32") for r in out["scaling"] if "all_reduce_over_bound" in r] + [
+        (r, "float16") for r in out.get("float16", []) if "all_reduce_over_bound" in r
+    ]
+    if bounded:
+        lines += ["", "## All-reduce against the ring lower bound", ""]
+        lines += _md_table(
+            [
+                "model, nodes, link",
+                "gradients",
+                "all-reduce, ms a step",
+                "ring lower bound, ms",
+                "ratio",
+                "alone in lockstep, ms",
+            ],
+            [
+                [
+                    _row_label(r, _code),
+                    f"{r['gradient_bytes'] / 1e6:.2f} MB {dtype}",
+                    f"{1000 * r['all_reduce_seconds_per_step']:.1f}",
+                    f"{1000 * r['ring_bound_seconds']:.1f}",
+                    f"{r['all_reduce_over_bound']:.2f}x",
+                    f"{1000 * r['all_reduce_alone_seconds']:.1f}"
+                    if "all_reduce_alone_seconds" in r
+                    else "-",
+                ]
+                for r, dtype in bounded
+            ],
         )
     if out.get("float16"):
-        lines += ["", "float16 all-reduce against float32 on the same nodes:"]
+        lines += ["", f"## {_FLOAT16}", ""]
     for r in out.get("float16", []):
-        lines.append(
-            f"  {r['model']}, {r['nodes']} nodes, {r['link_mbit']} Mb/s: "
-            f"{r['float16_examples_per_second']:.0f} ex/s "
-            f"(test acc {r['float16_test_accuracy']:.3f}) against "
-            f"{r['float32_examples_per_second']:.0f} ({r['float32_test_accuracy']:.3f}): "
-            f"{r['ratio']:.2f}x"
-        )
-        if "all_reduce_over_bound" in r:
-            lines.append(
-                f"    all-reduce {1000 * r['all_reduce_seconds_per_step']:.1f} ms a step; ring "
-                f"lower bound of {r['gradient_bytes'] / 1e6:.2f} MB "
-                f"{1000 * r['ring_bound_seconds']:.1f} ms ({r['all_reduce_over_bound']:.2f}x)"
-            )
+        note = _float16_note(r)
+        lines.append(f"- {_float16_line(r, _code)}" + (f"; {note}" if note else ""))
+    if out["strategies"]:
+        lines += ["", f"## {_STRATEGIES}", ""]
+    lines += [f"- {_strategy_line(r, _code)}" for r in out["strategies"]]
     if out["local"]:
-        lines += ["", "Local workers against one process on the same cores:"]
-    for r in out["local"]:
-        lines.append(
-            f"  {r['model']}: {r['workers']} workers {r['examples_per_second']:.0f} ex/s, one "
-            f"process {r['one_process_examples_per_second']:.0f} ex/s: {r['ratio']:.2f}x"
+        lines += ["", f"## {_LOCAL}", ""]
+    lines += [f"- {_local_line(r, _code)}" for r in out["local"]]
+    return "\n".join(lines) + "\n"
+
+
+def index_markdown(docs_dir: Path) -> str:
+    """The index of the results files in ``docs_dir``: newest first, a line each.
+
+    Each line gives the bench's date and CPU, from the file's title (else
+    its name), and a link to it.
+    """
+    found = []
+    for path in sorted(docs_dir.glob("*.md")):
+        name = _RESULTS_FILE.match(path.name)
+        if not name:
+            continue
+        with path.open(encoding="utf-8") as handle:
+            title = _RESULTS_TITLE.match(handle.readline().rstrip("\n"))
+        cpu = title["cpu"] if title else name["cpu"]
+        found.append((name["date"], cpu, path.name))
+    found.sort(key=lambda f: f[0], reverse=True)  # stable: by name within a date
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Generated by `python -m training bench --dir runs/bench-<id> --docs {DOCS_DIR}`, "
+        "which writes one file a bench and this list of them, newest first. What the "
+        "figures mean: [benchmark](../benchmark.md).",
+        "",
+    ]
+    if found:
+        lines += _md_table(
+            ["date", "CPU", "results"], [[date, cpu, f"[{n}]({n})"] for date, cpu, n in found]
         )
-    return "\n".join(lines)
+    else:
+        lines.append("No results yet: `make bench` writes the first.")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(out: dict[str, Any], docs_dir: Path) -> list[Path]:
+    """Write :func:`markdown` of ``out`` and the index of ``docs_dir`` there.
+
+    Returns:
+        The results file (:func:`results_name`) and the index (``README.md``).
+
+    Raises:
+        BenchError: the report has no start time.
+    """
+    path = docs_dir / results_name(out)
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomically(path, markdown(out))
+    index = docs_dir / DOCS_INDEX
+    _write_atomically(index, index_markdown(docs_dir))
+    return [path, index]
 
 
 def _plot(bench_dir: Path, out: dict[str, Any]) -> list[Path]:

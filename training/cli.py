@@ -12,7 +12,8 @@ Commands:
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
-- ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder.
+- ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder, and
+  with ``--docs`` its Markdown results file.
 - ``machine``: this machine's CPU model, cores, memory and versions, as JSON.
 - ``all-reduce-bench``: time the all-reduce alone, in lockstep, on every worker of a cluster.
 - ``step-bench``: when each training step starts, a model training alone on this node.
@@ -254,6 +255,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_TARGET,
         help="test accuracy of 'time to accuracy' (default %(default)s)",
     )
+    bench.add_argument(
+        "--docs",
+        type=Path,
+        help="also write the results as Markdown here, <date>-<cpu>.md, and its README.md "
+        "index (make bench: docs/benchmarks)",
+    )
 
     machine = sub.add_parser(
         "machine", help="this machine's CPU model, cores, memory and versions, as JSON"
@@ -473,11 +480,14 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(path)
         return 0
     if args.command == "bench":
-        from training.bench import report, table
+        from training.bench import report, table, write_docs
 
         out = report(args.dir, args.target)
         print(table(out))
         print(f"Report: {args.dir / 'bench.json'}; plots: {', '.join(out['plots']) or 'none'}")
+        if args.docs:
+            results, index = write_docs(out, args.docs)
+            print(f"Results: {results}; index: {index}")
         return 0
     if args.command == "machine":
         from training.machine import machine_facts, write_machine
