@@ -1,0 +1,353 @@
+"""A CSV file on the control node: numeric feature columns and one class column.
+
+``-e dataset=/path/to/readings.csv`` (the suffix ``.csv`` in any letter case).
+
+Source: a text file in UTF-8 (a byte-order mark is accepted) with a header
+row. The delimiter is the one of ``,``, ``;`` and tab that
+:class:`csv.Sniffer` finds in the first lines; when it finds none, ``,``.
+Quoting follows Python's default ``excel`` dialect. Header names are stripped
+of surrounding spaces; blank lines are skipped.
+
+Columns: ``label_column`` (``-e label_column=...``, default ``label``) holds
+the class of each row, as class names or as integers; every other column is a
+numeric feature. Each feature cell must be a finite number (``float`` syntax:
+``3``, ``-0.5``, ``1e-3``); an empty cell, text, ``nan`` or ``inf`` is
+refused, naming the file, the line (1-based, the header is line 1) and the
+column.
+
+Input shape: ``(n_features,)`` float32, the features in the file's column
+order without the label column. Class names: the distinct labels sorted,
+numerically when every label is an integer (``"2"`` before ``"10"``), as
+strings otherwise; label ``i`` is ``classes[i]``.
+
+Preparing (control node): :func:`plan` reads and checks the whole file once
+into memory (a CSV of sensor readings fits in the control node's RAM; the
+nodes never hold it, they stream the prepared shards). The split is
+stratified per class (:func:`split`). Each feature is standardised with the
+mean and the standard deviation of the training split only, so nothing of the
+test split leaks into training; a constant column (standard deviation 0)
+is divided by 1 instead. The statistics go into ``preprocessing``, which is
+saved beside the trained model, so a prediction standardises raw readings
+the same way.
+
+Loading (tasks): as every dataset, through the shard pipeline
+(:mod:`training.datasets.pipeline`); the records hold the standardised
+float32 features, so a task applies ``scale`` 1.0 and nothing else.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from training.datasets import DatasetError, Plan, Settings
+
+KIND = "csv"
+
+#: Delimiters the sniffer chooses among.
+DELIMITERS = ",;\t"
+#: Lines of the file the sniffer looks at.
+SNIFF_LINES = 20
+#: Bad cells or lines a refusal lists (the count covers all of them).
+LISTED = 5
+
+
+def claims(path: Path) -> bool:
+    """True for a file whose suffix is ``.csv`` in any letter case."""
+    return path.is_file() and path.suffix.lower() == ".csv"
+
+
+def slug(stem: str) -> str:
+    """A dataset name from a file stem: ``[a-z0-9_]``, at most 40 characters.
+
+    ``"Sensor Readings-2"`` -> ``"sensor_readings_2"``; a stem with none of
+    those characters gives ``"csv"``.
+    """
+    name = re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")[:40].strip("_")
+    return name or KIND
+
+
+def sniff_delimiter(text: str) -> str:
+    """The delimiter of CSV ``text``: ``,``, ``;`` or tab, by :class:`csv.Sniffer`.
+
+    The sniffer sees the first :data:`SNIFF_LINES` lines; when it cannot
+    decide (one column, or no consistent delimiter) the answer is ``,``.
+    """
+    sample = "".join(text.splitlines(keepends=True)[:SNIFF_LINES])
+    try:
+        return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+    except csv.Error:
+        return ","
+
+
+def split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """A deterministic train/test split of row indices, stratified per class.
+
+    The rule of the image folders (:mod:`training.datasets.image_folder`):
+    each class's rows, in file order, are permuted with
+    ``numpy.random.default_rng(seed)`` and ``round(n * test_fraction)`` of
+    them go to the test split, but at least one to each split; a class of
+    one row goes to the training split.
+
+    Args:
+        labels: int labels, shape (n,).
+        test_fraction: share of each class held out, 0 < f < 1.
+        seed: seed of the permutation.
+
+    Returns:
+        ``(train, test)``: row indices, each sorted ascending.
+    """
+    train: list[int] = []
+    test: list[int] = []
+    for label in np.unique(labels):
+        rows = np.flatnonzero(labels == label)
+        n = len(rows)
+        n_test = min(max(round(n * test_fraction), 1), n - 1) if n >= 2 else 0
+        order = np.random.default_rng(seed).permutation(n)
+        test.extend(int(i) for i in rows[order[:n_test]])
+        train.extend(int(i) for i in rows[order[n_test:]])
+    return sorted(train), sorted(test)
+
+
+def _listing(problems: list[str]) -> str:
+    more = f"; and {len(problems) - LISTED} more" if len(problems) > LISTED else ""
+    return "; ".join(problems[:LISTED]) + more
+
+
+def _read_rows(path: Path, data: bytes) -> tuple[list[str], list[tuple[int, list[str]]]]:
+    """The header and the (line number, cells) of every non-blank row."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DatasetError(
+            f"{path}: not UTF-8 text (byte {err.start}: {err.reason}). "
+            "Fix: save the file as UTF-8 CSV"
+        ) from None
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sniff_delimiter(text))
+    header: list[str] | None = None
+    rows: list[tuple[int, list[str]]] = []
+    try:
+        for cells in reader:
+            if len(cells) <= 1 and not "".join(cells).strip():  # a blank line
+                continue
+            if header is None:
+                header = [c.strip() for c in cells]
+            else:
+                rows.append((reader.line_num, cells))
+    except csv.Error as err:
+        raise DatasetError(
+            f"{path} line {reader.line_num}: not valid CSV ({err}). "
+            "Fix: close the quoted field or remove the stray quote"
+        ) from None
+    if header is None:
+        raise DatasetError(f"{path} is empty. Fix: a header row, then one row per example")
+    return header, rows
+
+
+def _check_header(path: Path, header: list[str], label_column: str) -> None:
+    columns = ", ".join(header)
+    unnamed = [str(i + 1) for i, name in enumerate(header) if not name]
+    if unnamed:
+        raise DatasetError(
+            f"{path} line 1: column {', '.join(unnamed)} has no name (columns: {columns}). "
+            "Fix: name every column in the header row, or remove the unnamed ones"
+        )
+    doubled = sorted({name for name in header if header.count(name) > 1})
+    if doubled:
+        raise DatasetError(
+            f"{path} line 1: column names used twice: {', '.join(doubled)}. "
+            "Fix: give every column a name of its own"
+        )
+    if label_column not in header:
+        raise DatasetError(
+            f"{path} has no column {label_column!r} (label_column); its columns: {columns}. "
+            "Fix: -e label_column=<one of them>"
+        )
+    if len(header) < 2:
+        raise DatasetError(
+            f"{path} has only the label column {label_column!r}; no feature column. "
+            "Fix: add numeric feature columns, or point label_column at the class column"
+        )
+
+
+def _parse(
+    path: Path, header: list[str], rows: list[tuple[int, list[str]]], label_column: str
+) -> tuple[np.ndarray, list[str]]:
+    """The float64 features (n, n_features) and the raw label of every row.
+
+    Raises:
+        DatasetError: ragged rows (listed by line), else cells that are not
+            finite numbers or empty labels (listed by line and column).
+    """
+    ragged = [
+        f"line {line} has {len(cells)} cells" for line, cells in rows if len(cells) != len(header)
+    ]
+    if ragged:
+        raise DatasetError(
+            f"{path}: {len(ragged)} row(s) do not have the header's {len(header)} cells: "
+            f"{_listing(ragged)}. Fix: one cell per column in every row (quote a value that "
+            "holds the delimiter)"
+        )
+    label_at = header.index(label_column)
+    feature_at = [i for i in range(len(header)) if i != label_at]
+    x = np.empty((len(rows), len(feature_at)), dtype=np.float64)
+    labels: list[str] = []
+    bad: list[str] = []
+    for r, (line, cells) in enumerate(rows):
+        label = cells[label_at].strip()
+        if not label:
+            bad.append(f"line {line}, column {label_column!r}: empty label")
+        labels.append(label)
+        for j, i in enumerate(feature_at):
+            cell = cells[i].strip()
+            try:
+                value = float(cell)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                what = "empty" if not cell else f"{cell!r} is not a finite number"
+                bad.append(f"line {line}, column {header[i]!r}: {what}")
+            x[r, j] = value
+    if bad:
+        raise DatasetError(
+            f"{path}: {len(bad)} cell(s) cannot be used: {_listing(bad)}. Fix: every cell of "
+            f"a feature column must be a finite number and every {label_column!r} cell a "
+            "class; fill in or correct those cells, or remove their rows"
+        )
+    return x, labels
+
+
+def _classes(labels: list[str]) -> tuple[list[str], np.ndarray]:
+    """Sorted class names and each row's int label.
+
+    Integer labels are sorted numerically and named by their decimal form
+    (``"007"`` is class ``"7"``); any other labels are sorted as strings.
+    """
+    try:
+        numbers = [int(label) for label in labels]
+    except ValueError:
+        names = sorted(set(labels))
+        index = {name: i for i, name in enumerate(names)}
+        return names, np.array([index[label] for label in labels], dtype=np.int64)
+    values = sorted(set(numbers))
+    index_of = {value: i for i, value in enumerate(values)}
+    return [str(v) for v in values], np.array([index_of[n] for n in numbers], dtype=np.int64)
+
+
+def validate_settings(settings: Settings) -> None:
+    """Check the settings this kind of dataset uses, all at once.
+
+    Raises:
+        DatasetError: naming each bad variable (``label_column``,
+            ``test_fraction``), its value and the fix.
+    """
+    problems = []
+    if not isinstance(settings.label_column, str) or not settings.label_column.strip():
+        problems.append(
+            f"label_column={settings.label_column!r} is not a column name. "
+            "Fix: -e label_column=<the CSV column that holds the class>"
+        )
+    fraction = settings.test_fraction
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
+        problems.append(
+            f"test_fraction={fraction!r} is not strictly between 0 and 1. "
+            "Fix: -e test_fraction=0.2 (a fifth of each class held out for the test)"
+        )
+    if problems:
+        raise DatasetError("; ".join(problems))
+
+
+def check(spec: str, settings: Settings, source: Path | None = None) -> None:
+    """Validate the settings and the whole file (reading a CSV is cheap).
+
+    Raises:
+        DatasetError: everything :func:`plan` refuses.
+    """
+    plan(spec, settings, source)
+
+
+def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Plan:
+    """Read and check the CSV ``spec`` once, split it and compute its statistics.
+
+    Items are row indices (0-based, data rows in file order) into the
+    standardised features; ``load(i)`` returns the float32 row of shape
+    ``(n_features,)`` and its int label, and never raises
+    :class:`~training.datasets.BadExample` (every cell is checked here).
+
+    Args:
+        spec: the CSV file's path on the control node.
+        settings: ``label_column``, ``test_fraction`` and ``seed`` are used.
+        source: not used (the file is its own source).
+
+    Raises:
+        DatasetError: a bad setting, a file that cannot be read or is not
+            UTF-8, bad CSV quoting, a missing label column, unnamed or
+            repeated column names, ragged rows, empty or non-numeric cells,
+            or fewer than 2 classes; each names the file, line or column and
+            the fix.
+    """
+    validate_settings(settings)
+    path = Path(spec).expanduser().resolve()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DatasetError(
+            f"{path}: cannot be read ({err.strerror}). Fix: the path of a readable CSV file "
+            "on the control node"
+        ) from None
+    header, rows = _read_rows(path, data)
+    label_column = settings.label_column
+    _check_header(path, header, label_column)
+    if not rows:
+        raise DatasetError(f"{path} has a header and no rows. Fix: one row per example")
+    x, raw_labels = _parse(path, header, rows, label_column)
+    classes, labels = _classes(raw_labels)
+    if len(classes) < 2:
+        raise DatasetError(
+            f"{path}: column {label_column!r} holds one class ({', '.join(classes)}); a "
+            "classifier needs at least 2. Fix: add rows of other classes, or -e "
+            "label_column=<the column that holds the class>"
+        )
+    train, test = split(labels, settings.test_fraction, settings.seed)
+    mean = x[train].mean(axis=0)
+    std = x[train].std(axis=0)
+    std[std == 0] = 1.0
+    features = ((x - mean) / std).astype(np.float32)
+    del x
+
+    def load(item: Any) -> tuple[np.ndarray, int]:
+        return features[item], int(labels[item])
+
+    feature_columns = [name for name in header if name != label_column]
+    return Plan(
+        name=slug(path.stem),
+        kind=KIND,
+        digest=hashlib.sha256(data).hexdigest(),
+        settings_used={
+            "label_column": label_column,
+            "test_fraction": settings.test_fraction,
+            "seed": settings.seed,
+        },
+        input_shape=(len(feature_columns),),
+        dtype="float32",
+        scale=1.0,
+        classes=classes,
+        train=train,
+        test=test,
+        load=load,
+        preprocessing={
+            "kind": KIND,
+            "feature_columns": feature_columns,
+            "label_column": label_column,
+            "mean": mean.tolist(),
+            "std": std.tolist(),
+            "classes": classes,
+        },
+    )
