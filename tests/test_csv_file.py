@@ -1,0 +1,220 @@
+"""CSV datasets: parsing, the stratified split, train-only statistics and every refusal."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+
+from tests.tabular import IRIS_FEATURES, IRIS_LABEL, write_iris_csv
+from training import datasets
+from training.datasets import DatasetError, Settings, csv_file
+
+IRIS = Settings(label_column=IRIS_LABEL)
+
+
+@pytest.fixture
+def iris_csv(tmp_path: Path) -> Path:
+    return write_iris_csv(tmp_path / "Iris Flowers.csv")
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _refusal(path: Path, settings: Settings = IRIS) -> str:
+    with pytest.raises(DatasetError) as err:
+        csv_file.plan(path, settings)
+    return str(err.value)
+
+
+def test_claims_csv_files_in_any_letter_case(tmp_path: Path) -> None:
+    for name in ("a.csv", "b.CSV", "c.Csv"):
+        assert csv_file.claims(_write(tmp_path / name, "x,label\n"))
+    assert not csv_file.claims(_write(tmp_path / "d.txt", "x,label\n"))
+    assert not csv_file.claims(tmp_path / "missing.csv")
+    (tmp_path / "folder.csv").mkdir()
+    assert not csv_file.claims(tmp_path / "folder.csv")
+
+
+def test_the_registry_resolves_a_csv_path_to_this_module(iris_csv: Path) -> None:
+    assert datasets.resolve(str(iris_csv)) is csv_file
+
+
+def test_plan_of_iris(iris_csv: Path) -> None:
+    plan = csv_file.plan(iris_csv, IRIS)
+    assert plan.name == "iris_flowers"
+    assert plan.kind == "csv"
+    assert plan.classes == ["setosa", "versicolor", "virginica"]
+    assert plan.input_shape == (4,)
+    assert (plan.dtype, plan.scale) == ("float32", 1.0)
+    assert plan.settings_used == {
+        "label_column": "species",
+        "test_fraction": 0.2,
+        "seed": IRIS.seed,
+    }
+    assert plan.digest == hashlib.sha256(iris_csv.read_bytes()).hexdigest()
+    assert plan.preprocessing["kind"] == "csv"
+    assert plan.preprocessing["feature_columns"] == IRIS_FEATURES
+    assert plan.preprocessing["label_column"] == "species"
+    assert plan.preprocessing["classes"] == plan.classes
+    x, label = plan.load(plan.train[0])
+    assert x.shape == (4,) and x.dtype == np.float32
+    assert isinstance(label, int)
+
+
+def test_split_is_stratified_disjoint_and_deterministic(iris_csv: Path) -> None:
+    plan = csv_file.plan(iris_csv, IRIS)
+    assert len(plan.train) == 120 and len(plan.test) == 30
+    assert sorted(plan.train + plan.test) == list(range(150))
+    train_labels = [plan.load(i)[1] for i in plan.train]
+    test_labels = [plan.load(i)[1] for i in plan.test]
+    assert np.bincount(train_labels).tolist() == [40, 40, 40]
+    assert np.bincount(test_labels).tolist() == [10, 10, 10]
+    again = csv_file.plan(iris_csv, IRIS)
+    assert (again.train, again.test) == (plan.train, plan.test)
+    assert again.preprocessing == plan.preprocessing
+    other = csv_file.plan(iris_csv, Settings(label_column=IRIS_LABEL, seed=1))
+    assert other.test != plan.test
+
+
+def test_statistics_come_from_the_training_split_only(iris_csv: Path) -> None:
+    plan = csv_file.plan(iris_csv, IRIS)
+    data = load_iris().data
+    np.testing.assert_allclose(plan.preprocessing["mean"], data[plan.train].mean(axis=0))
+    np.testing.assert_allclose(plan.preprocessing["std"], data[plan.train].std(axis=0))
+    assert not np.allclose(plan.preprocessing["mean"], data.mean(axis=0))
+    train = np.stack([plan.load(i)[0] for i in plan.train])
+    np.testing.assert_allclose(train.mean(axis=0), 0, atol=1e-5)
+    np.testing.assert_allclose(train.std(axis=0), 1, atol=1e-5)
+    row = plan.test[0]
+    expected = (data[row] - plan.preprocessing["mean"]) / plan.preprocessing["std"]
+    np.testing.assert_allclose(plan.load(row)[0], expected, rtol=1e-6)
+    assert load_iris().target_names[load_iris().target[row]] == plan.classes[plan.load(row)[1]]
+
+
+def test_integer_labels_sort_numerically(tmp_path: Path) -> None:
+    rows = "".join(f"{i},{i * 2},{label}\n" for i, label in enumerate([10, 2, 1, "007"] * 3))
+    plan = csv_file.plan(_write(tmp_path / "ints.csv", "a,b,label\n" + rows), Settings())
+    assert plan.classes == ["1", "2", "7", "10"]
+    assert [plan.load(i)[1] for i in range(4)] == [3, 1, 0, 2]
+
+
+def test_string_labels_sort_as_strings_and_a_constant_column_keeps_std_1(tmp_path: Path) -> None:
+    rows = "".join(f"{i};5;{label}\n" for i, label in enumerate(["b", "a", "10", "B"] * 2))
+    plan = csv_file.plan(_write(tmp_path / "s.csv", "x;const;label\n" + rows), Settings())
+    assert plan.classes == ["10", "B", "a", "b"]
+    assert plan.preprocessing["std"][1] == 1.0
+    assert all(plan.load(i)[0][1] == 0.0 for i in range(8))
+
+
+def test_tab_delimiter_bom_and_blank_lines(tmp_path: Path) -> None:
+    text = "\ufeffx\ty\tlabel\n1\t2\tup\n\n3\t4\tdown\n5\t6\tup\n7\t8\tdown\n\n"
+    plan = csv_file.plan(_write(tmp_path / "t.csv", text), Settings())
+    assert plan.preprocessing["feature_columns"] == ["x", "y"]
+    assert plan.classes == ["down", "up"]
+    assert len(plan.train) == 2 and len(plan.test) == 2
+
+
+def test_a_class_of_two_rows_is_in_both_splits(tmp_path: Path) -> None:
+    rows = "1,a\n2,a\n" + "".join(f"{i},b\n" for i in range(20)) + "9,c\n"
+    plan = csv_file.plan(_write(tmp_path / "few.csv", "x,label\n" + rows), Settings())
+    test_labels = [plan.load(i)[1] for i in plan.test]
+    train_labels = [plan.load(i)[1] for i in plan.train]
+    assert np.bincount(test_labels, minlength=3).tolist() == [1, 4, 0]
+    assert np.bincount(train_labels, minlength=3).tolist() == [1, 16, 1]
+
+
+def test_an_empty_cell_is_refused_naming_line_and_column(iris_csv: Path) -> None:
+    lines = iris_csv.read_text().splitlines()
+    lines[6] = lines[6].replace("3.9", "", 1)  # line 7: 5.4,3.9,1.7,0.4,setosa
+    message = _refusal(_write(iris_csv, "\n".join(lines) + "\n"))
+    assert str(iris_csv) in message
+    assert "1 cell(s)" in message
+    assert "line 7, column 'sepal_width': empty" in message
+    assert "Fix:" in message
+
+
+def test_non_numeric_and_non_finite_cells_are_listed_first_five(tmp_path: Path) -> None:
+    bad = ["abc", "nan", "inf", "-Infinity", "1,5", "x", "y"]
+    rows = "".join(f'"{value}",1,a\n1,2,b\n' for value in bad)
+    message = _refusal(_write(tmp_path / "bad.csv", "v,w,label\n" + rows), Settings())
+    assert "7 cell(s)" in message
+    assert "line 2, column 'v': 'abc' is not a finite number" in message
+    assert "line 4, column 'v': 'nan'" in message
+    assert "line 10, column 'v': '1,5'" in message
+    assert "'x'" not in message and "and 2 more" in message
+
+
+def test_an_empty_label_is_refused(tmp_path: Path) -> None:
+    message = _refusal(_write(tmp_path / "l.csv", "x,label\n1,a\n2,\n3,b\n"), Settings())
+    assert "line 3, column 'label': empty label" in message
+
+
+def test_a_missing_label_column_lists_the_columns(iris_csv: Path) -> None:
+    message = _refusal(iris_csv, Settings())
+    assert f"{iris_csv} has no column 'label'" in message
+    assert "sepal_length, sepal_width, petal_length, petal_width, species" in message
+    assert "-e label_column=<one of them>" in message
+
+
+def test_one_class_is_refused(tmp_path: Path) -> None:
+    message = _refusal(_write(tmp_path / "one.csv", "x,label\n1,a\n2,a\n3,a\n"), Settings())
+    assert "holds one class (a)" in message and "at least 2" in message
+
+
+def test_a_ragged_row_is_refused_naming_its_line(tmp_path: Path) -> None:
+    text = "x,y,label\n1,2,a\n3,4,b\n5,b\n6,7,a,extra\n"
+    message = _refusal(_write(tmp_path / "r.csv", text), Settings())
+    assert "2 row(s)" in message
+    assert "line 4 has 2 cells; line 5 has 4 cells" in message
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "is empty"),
+        ("x,label\n", "no rows"),
+        ("label\na\nb\n", "no feature column"),
+        ("x,,label\n1,2,a\n", "column 2 has no name"),
+        ("x,x,label\n1,2,a\n", "used twice: x"),
+        ("x,label\n1,a\n\xff", "Fix:"),
+    ],
+)
+def test_malformed_files_are_refused(tmp_path: Path, text: str, words: str) -> None:
+    path = tmp_path / "m.csv"
+    path.write_bytes(text.encode("latin-1"))
+    assert words in _refusal(path, Settings())
+
+
+def test_bad_settings_are_refused(iris_csv: Path) -> None:
+    message = _refusal(iris_csv, Settings(label_column=IRIS_LABEL, test_fraction=1.0))
+    assert "test_fraction=1.0 is not strictly between 0 and 1" in message
+    assert "label_column=' ' is not a column name" in _refusal(iris_csv, Settings(label_column=" "))
+
+
+def test_check_refuses_what_plan_refuses(iris_csv: Path, tmp_path: Path) -> None:
+    csv_file.check(str(iris_csv), IRIS)
+    with pytest.raises(DatasetError, match="no column 'label'"):
+        csv_file.check(str(iris_csv), Settings())
+    with pytest.raises(DatasetError, match="cannot be read"):
+        csv_file.check(str(tmp_path / "gone.csv"), IRIS)
+
+
+def test_one_changed_cell_changes_the_digest(iris_csv: Path) -> None:
+    before = csv_file.plan(iris_csv, IRIS).digest
+    data = iris_csv.read_bytes()
+    iris_csv.write_bytes(data.replace(b"5.1", b"5.2", 1))
+    assert csv_file.plan(iris_csv, IRIS).digest != before
+    iris_csv.write_bytes(data)
+    assert csv_file.plan(iris_csv, IRIS).digest == before
+
+
+def test_slug() -> None:
+    assert csv_file.slug("Sensor Readings-2") == "sensor_readings_2"
+    assert csv_file.slug("__") == "csv"
+    assert len(csv_file.slug("a" * 60)) == 40
