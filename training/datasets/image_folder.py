@@ -37,12 +37,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.datasets import BadExample, DatasetError, Plan, Settings
+from training.datasets import BadExample, DatasetError, Plan, Settings, slug
 
 if TYPE_CHECKING:
     import numpy as np
@@ -201,6 +200,7 @@ def plan(spec: str, settings: Settings, source: Path | None = None) -> Plan:
             "classes": classes,
         },
         ignored_files=ignored,
+        source=str(root),
     )
 
 
@@ -261,12 +261,6 @@ def _check_complete(data: np.ndarray) -> None:
         raise BadExample("truncated JPEG (no end-of-image marker)")
     if head.startswith(_PNG_START) and not tail.endswith(_PNG_END):
         raise BadExample("truncated PNG (no IEND chunk)")
-
-
-def slug(name: str) -> str:
-    """A dataset name from a folder's name: ``[a-z0-9_]``, at most 40 characters."""
-    text = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:40].strip("_")
-    return text or "images"
 
 
 def _root(spec: str) -> Path:
