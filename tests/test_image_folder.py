@@ -284,3 +284,61 @@ def test_check_reads_no_image(folder: dict[str, Any], monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(image_folder, "_digest", refuse)
     image_folder.check(str(folder["root"]), Settings())
+
+
+def _records(manifest: datasets.Manifest, files: list[Any]) -> Counter[tuple[int, bytes]]:
+    """(label, feature bytes) of every record in ``files``, counted."""
+    found: Counter[tuple[int, bytes]] = Counter()
+    for shard in files:
+        raw = np.fromfile(manifest.path / shard.file, dtype=np.uint8)
+        records = raw.reshape(-1, manifest.record_bytes)
+        labels = records[:, :4].copy().view("<i4").ravel()
+        found.update(zip(labels.tolist(), (r[4:].tobytes() for r in records), strict=True))
+    return found
+
+
+def test_prepare_refuses_bad_images_then_skips_and_names_them(
+    folder: dict[str, Any], tmp_path: Path
+) -> None:
+    spec = str(folder["root"])
+    settings = Settings(image_size=(16, 16), shards=4)
+    with pytest.raises(DatasetError) as caught:
+        datasets.prepare(spec, tmp_path, settings)
+    message = str(caught.value)
+    for rel, reason in BAD_REASONS.items():
+        assert f"{rel} ({reason})" in message
+    assert "2 files cannot be read" in message and "skip_bad_images=true" in message
+    assert not [p for p in tmp_path.iterdir() if (p / "dataset.json").exists()]
+
+    skipping = dataclasses.replace(settings, skip_bad_images=True)
+    manifest, written = datasets.prepare(spec, tmp_path, skipping)
+    assert written and manifest.kind == "image_folder"
+    assert {s["file"]: s["reason"] for s in manifest.skipped} == BAD_REASONS
+    assert manifest.classes == tuple(CLASSES) and manifest.input_shape == (16, 16, 3)
+    assert manifest.ignored_files == 3 and manifest.source == str(folder["root"])
+    assert manifest.preprocessing["classes"] == CLASSES
+
+    plan = image_folder.plan(spec, skipping)
+    for split, files in (("train", manifest.all_train_files()), ("test", manifest.test_files())):
+        items = [i for i in getattr(plan, split) if str(i) not in BAD_REASONS]
+        expected = Counter((label, x.tobytes()) for x, label in map(plan.load, items))
+        assert _records(manifest, files) == expected, split
+        counts = Counter(i.label for i in items)
+        assert manifest.class_counts[split] == [counts[k] for k in range(len(CLASSES))]
+
+    assert datasets.prepare(spec, tmp_path, skipping) == (manifest, False)
+
+
+def test_prepare_again_only_when_an_image_changes(folder: dict[str, Any], tmp_path: Path) -> None:
+    root = tmp_path / "photos"
+    shutil.copytree(folder["root"], root)
+    for rel in BAD_REASONS:
+        (root / rel).unlink()
+    settings = Settings(image_size=(12, 12), shards=2)
+    first, written = datasets.prepare(str(root), tmp_path / "cache", settings)
+    assert written and not first.skipped
+    (root / "notes.txt").write_text("edited\n")
+    assert datasets.prepare(str(root), tmp_path / "cache", settings) == (first, False)
+    cv2.imwrite(str(root / "zero" / "zero_000.png"), digit_image(1, 0))
+    second, written = datasets.prepare(str(root), tmp_path / "cache", settings)
+    assert written and second.id != first.id and second.digest != first.digest
