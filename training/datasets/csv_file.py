@@ -41,13 +41,12 @@ import csv
 import hashlib
 import io
 import math
-import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from training.datasets import DatasetError, Plan, Settings
+from training.datasets import DatasetError, Plan, Settings, slug
 
 KIND = "csv"
 
@@ -62,16 +61,6 @@ LISTED = 5
 def claims(path: Path) -> bool:
     """True for a file whose suffix is ``.csv`` in any letter case."""
     return path.is_file() and path.suffix.lower() == ".csv"
-
-
-def slug(stem: str) -> str:
-    """A dataset name from a file stem: ``[a-z0-9_]``, at most 40 characters.
-
-    ``"Sensor Readings-2"`` -> ``"sensor_readings_2"``; a stem with none of
-    those characters gives ``"csv"``.
-    """
-    name = re.sub(r"[^a-z0-9]+", "_", stem.lower()).strip("_")[:40].strip("_")
-    return name or KIND
 
 
 def sniff_delimiter(text: str) -> str:
