@@ -214,7 +214,36 @@ def test_one_changed_cell_changes_the_digest(iris_csv: Path) -> None:
     assert csv_file.plan(iris_csv, IRIS).digest == before
 
 
-def test_slug() -> None:
-    assert csv_file.slug("Sensor Readings-2") == "sensor_readings_2"
-    assert csv_file.slug("__") == "csv"
-    assert len(csv_file.slug("a" * 60)) == 40
+def test_prepare_writes_records_that_decode_to_the_standardised_rows(
+    iris_csv: Path, tmp_path: Path
+) -> None:
+    settings = Settings(label_column=IRIS_LABEL, shards=3)
+    manifest, written = datasets.prepare(str(iris_csv), tmp_path / "cache", settings)
+    assert written and manifest.kind == "csv" and manifest.name == "iris_flowers"
+    assert manifest.source == str(iris_csv)
+    assert (manifest.input_shape, manifest.dtype, manifest.record_bytes) == ((4,), "float32", 20)
+    assert manifest.classes == ("setosa", "versicolor", "virginica")
+    assert manifest.class_counts == {"train": [40, 40, 40], "test": [10, 10, 10]}
+    assert manifest.preprocessing["feature_columns"] == IRIS_FEATURES
+    plan = csv_file.plan(iris_csv, IRIS)
+    assert manifest.preprocessing == plan.preprocessing
+    mean = np.array(plan.preprocessing["mean"])
+    std = np.array(plan.preprocessing["std"])
+    iris = load_iris()
+    for split, files, rows in (
+        ("train", manifest.all_train_files(), plan.train),
+        ("test", manifest.test_files(), plan.test),
+    ):
+        raw = np.concatenate([np.fromfile(manifest.path / f.file, np.uint8) for f in files])
+        records = raw.reshape(-1, manifest.record_bytes)
+        labels = records[:, :4].copy().view("<i4").ravel()
+        features = records[:, 4:].copy().view("<f4")
+        expected = ((iris.data[rows] - mean) / std).astype(np.float32)
+        got = sorted(zip(labels.tolist(), map(tuple, features.tolist()), strict=True))
+        want = sorted(zip(iris.target[rows].tolist(), map(tuple, expected.tolist()), strict=True))
+        assert got == want, split
+    assert datasets.prepare(str(iris_csv), tmp_path / "cache", settings) == (manifest, False)
+    assert datasets.prepare(str(iris_csv), tmp_path / "cache", settings, check_only=True) == (
+        None,
+        False,
+    )
