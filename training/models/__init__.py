@@ -2,16 +2,31 @@
 
 A model module defines::
 
-    def build(learning_rate: float, steps_per_execution: int = 1) -> tf_keras.Model
+    def build(
+        learning_rate: float,
+        steps_per_execution: int = 1,
+        *,
+        input_shape: tuple[int, ...] = (28, 28),
+        num_classes: int = 10,
+    ) -> tf_keras.Model
 
-returning a compiled model that maps float32 images (batch, 28, 28) in [0, 1]
-to logits (batch, 10), compiled with sparse categorical cross-entropy, an
-``accuracy`` metric and the given ``steps_per_execution`` (a module whose
-``build`` takes only ``learning_rate`` still trains, with one step per call).
-It may set ``LEARNING_RATE``, the step size used when the user gives none
-(default :data:`DEFAULT_LEARNING_RATE`). To add a model, drop
-``my_model.py`` here and train it with ``-e model=my_model``; nothing else
-changes.
+returning a compiled model that maps a batch of float32 examples
+``(batch, *input_shape)`` to logits ``(batch, num_classes)``, compiled with
+sparse categorical cross-entropy on logits, an ``accuracy`` metric and the
+given ``steps_per_execution`` (:func:`compile_model` does all three). An
+example is an image ``(height, width)`` or ``(height, width, channels)``
+scaled to [0, 1], or a CSV's standardised feature vector ``(n_features,)``:
+the run passes its dataset's ``input_shape`` and ``num_classes``; MNIST's
+``(28, 28)`` and 10 are only the defaults of a ``build`` called without them.
+A model that cannot take ``input_shape`` raises :class:`ModelError` naming
+the shape and the fix. ``build`` may leave out ``steps_per_execution``
+(the model then trains one step per call) and ``input_shape`` and
+``num_classes`` (its model must then fit the dataset as it is). A module may
+set ``LEARNING_RATE``, the step size used when the user gives none (default
+:data:`DEFAULT_LEARNING_RATE`).
+
+To add a model, drop ``my_model.py`` here and train it with
+``-e model=my_model``; nothing else changes.
 """
 
 from __future__ import annotations
@@ -25,7 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# For a model of one's own: ``from training.models import compile_model`` (docs/extending.md).
+# The errors, and compile_model for a model of one's own (docs/extending.md).
+from training.models._common import ModelError as ModelError
+from training.models._common import UnknownModelError as UnknownModelError
 from training.models._common import compile_model as compile_model
 
 #: Adam's suggested step size (Kingma and Ba, ICLR 2015), for models that set none.
@@ -36,13 +53,10 @@ DEFAULT_LEARNING_RATE = 0.001
 #: steps a call and no further; a single process gains little.
 AUTO_STEPS_PER_EXECUTION = 8
 
-
-class UnknownModelError(LookupError):
-    """The asked-for model has no module in :mod:`training.models`."""
-
-
-class ModelError(TypeError):
-    """A model module that cannot be imported, or whose ``build`` fails or returns no model."""
+#: The ``build`` signature a model's fix names.
+_BUILD_SIGNATURE = (
+    "def build(learning_rate, steps_per_execution=1, *, input_shape=(28, 28), num_classes=10)"
+)
 
 
 def available() -> list[str]:
@@ -77,37 +91,68 @@ def get(name: str) -> Callable[..., Any]:
     build = getattr(module, "build", None)
     if not callable(build):
         raise UnknownModelError(
-            f"training/models/{name}.py defines no build(learning_rate) function. Fix: add "
-            "def build(learning_rate, steps_per_execution=1) that returns compile_model(model, "
-            "learning_rate, steps_per_execution) (see training/models/mnist_mlp.py)"
+            f"training/models/{name}.py defines no build() function. Fix: add "
+            f"{_BUILD_SIGNATURE} that returns compile_model(model, learning_rate, "
+            "steps_per_execution) (see training/models/mnist_mlp.py)"
         )
     return build
 
 
-def build(name: str, learning_rate: float, steps_per_execution: int = 1) -> Any:
+def _takes(function: Callable[..., Any], parameter: str) -> bool:
+    """Whether ``function`` accepts the keyword argument ``parameter``."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return parameter in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
+def build(
+    name: str,
+    learning_rate: float,
+    steps_per_execution: int = 1,
+    input_shape: tuple[int, ...] | None = None,
+    num_classes: int | None = None,
+) -> Any:
     """Build and compile model ``name``.
+
+    Args:
+        name: a model of :func:`available`.
+        learning_rate: the optimizer's step size.
+        steps_per_execution: training steps per call of the train function.
+        input_shape: one example's shape, e.g. ``(64, 64, 3)``; ``None`` (or
+            a ``build`` without the parameter) leaves the model's default.
+        num_classes: the number of classes, the model's outputs; ``None`` (or
+            a ``build`` without the parameter) leaves the model's default.
 
     Raises:
         UnknownModelError: no such model, or ``steps_per_execution`` above 1
             for a model whose ``build`` takes only ``learning_rate``.
-        ModelError: ``build`` raised, or returned something other than a
+        ModelError: ``build`` refused ``input_shape`` (the message names the
+            shape and the fix), raised, or returned something other than a
             compiled model.
     """
     make = get(name)
+    where = f"training/models/{name}.py"
+    kwargs: dict[str, Any] = {}
     if steps_per_execution != 1:
         check_steps_per_execution(name)
+        kwargs["steps_per_execution"] = steps_per_execution
+    if input_shape is not None and _takes(make, "input_shape"):
+        kwargs["input_shape"] = tuple(int(d) for d in input_shape)
+    if num_classes is not None and _takes(make, "num_classes"):
+        kwargs["num_classes"] = int(num_classes)
     try:
-        if steps_per_execution == 1:
-            model = make(learning_rate)
-        else:
-            model = make(learning_rate, steps_per_execution=steps_per_execution)
+        model = make(learning_rate, **kwargs)
+    except ModelError as err:
+        raise ModelError(f"{where}: {err}") from err
     except Exception as err:
-        raise ModelError(
-            f"training/models/{name}.py: build() failed: {type(err).__name__}: {err}"
-        ) from err
+        raise ModelError(f"{where}: build() failed: {type(err).__name__}: {err}") from err
     if getattr(model, "optimizer", None) is None or not callable(getattr(model, "fit", None)):
         raise ModelError(
-            f"training/models/{name}.py: build() returned {type(model).__name__}, not a compiled "
+            f"{where}: build() returned {type(model).__name__}, not a compiled "
             "model. Fix: end build() with return compile_model(model, learning_rate, "
             "steps_per_execution) (from training.models import compile_model)"
         )
@@ -116,7 +161,7 @@ def build(name: str, learning_rate: float, steps_per_execution: int = 1) -> Any:
 
 def takes_steps_per_execution(name: str) -> bool:
     """Whether model ``name``'s ``build`` accepts ``steps_per_execution``."""
-    return "steps_per_execution" in inspect.signature(get(name)).parameters
+    return _takes(get(name), "steps_per_execution")
 
 
 def resolve_steps_per_execution(name: str, requested: int, strategy: str) -> int:
