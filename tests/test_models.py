@@ -41,6 +41,7 @@ BUILT_IN = [
     "mnist_mlp",
     "mnist_vgg",
     "mnist_wide_mlp",
+    "tabular_mlp",
 ]
 #: The built-in models that take images.
 IMAGE_MODELS = ["mnist_cnn", "mnist_lstm", "mnist_mlp", "mnist_vgg", "mnist_wide_mlp"]
@@ -332,3 +333,18 @@ def test_the_mnist_models_multiply_adds_are_their_docstrings() -> None:
     # mnist_vgg's docstring compares it with mnist_cnn by these counts.
     assert multiply_adds(models.build("mnist_vgg", 0.001)) == 14_047_360
     assert multiply_adds(models.build("mnist_cnn", 0.001)) == 2_440_960
+
+
+def test_tabular_mlp_maps_features_to_classes() -> None:
+    model = models.build("tabular_mlp", 0.001, input_shape=(13,), num_classes=3)
+    assert tuple(model(zeros((13,))).shape) == (2, 3)
+    assert model.count_params() == (13 * 64 + 64) + (64 * 32 + 32) + (32 * 3 + 3)
+
+
+def test_tabular_mlp_refuses_images_with_the_fix() -> None:
+    with pytest.raises(models.ModelError) as err:
+        models.build("tabular_mlp", 0.001, input_shape=(28, 28), num_classes=10)
+    assert "tabular_mlp cannot take inputs of shape (28, 28): it takes a feature vector" in str(
+        err.value
+    )
+    assert "Fix: for images use model=mnist_cnn or model=pi_mobilenet" in str(err.value)
