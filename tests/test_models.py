@@ -41,6 +41,7 @@ BUILT_IN = [
     "mnist_mlp",
     "mnist_vgg",
     "mnist_wide_mlp",
+    "pi_mobilenet",
     "tabular_mlp",
 ]
 #: The built-in models that take images.
@@ -289,7 +290,7 @@ def test_image_models_take_any_size_and_channels(
     assert tuple(model(zeros(shape)).shape) == (2, classes)
 
 
-@pytest.mark.parametrize("name", ["mnist_cnn", "mnist_vgg", "mnist_lstm"])
+@pytest.mark.parametrize("name", ["mnist_cnn", "mnist_vgg", "mnist_lstm", "pi_mobilenet"])
 def test_image_models_refuse_a_feature_vector_with_the_fix(name: str) -> None:
     with pytest.raises(models.ModelError) as err:
         models.build(name, 0.001, input_shape=(13,), num_classes=3)
@@ -298,7 +299,7 @@ def test_image_models_refuse_a_feature_vector_with_the_fix(name: str) -> None:
     assert str(err.value).endswith("Fix: for tabular data use model=tabular_mlp")
 
 
-@pytest.mark.parametrize(("name", "smallest"), [("mnist_cnn", 10)])
+@pytest.mark.parametrize(("name", "smallest"), [("mnist_cnn", 10), ("pi_mobilenet", 32)])
 def test_an_image_too_small_for_the_pools_is_refused_naming_the_minimum(
     name: str, smallest: int
 ) -> None:
@@ -333,6 +334,34 @@ def test_the_mnist_models_multiply_adds_are_their_docstrings() -> None:
     # mnist_vgg's docstring compares it with mnist_cnn by these counts.
     assert multiply_adds(models.build("mnist_vgg", 0.001)) == 14_047_360
     assert multiply_adds(models.build("mnist_cnn", 0.001)) == 2_440_960
+
+
+def test_pi_mobilenet_is_as_small_as_its_docstring_says() -> None:
+    from training.models import pi_mobilenet
+
+    model = models.build("pi_mobilenet", 0.001, input_shape=(64, 64, 3), num_classes=4)
+    assert tuple(model(zeros((64, 64, 3))).shape) == (2, 4)
+    trained = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
+    assert (model.count_params(), trained, multiply_adds(model)) == (143_716, 140_452, 6_220_800)
+    doc = " ".join((pi_mobilenet.__doc__ or "").split())
+    assert "143,716 weights (140,452 trained" in doc and "6,220,800 multiply-adds" in doc
+    kinds = {type(layer).__name__ for layer in model.layers}
+    assert {"DepthwiseConv2D", "BatchNormalization", "ReLU", "GlobalAveragePooling2D"} <= kinds
+
+
+@pytest.mark.parametrize("shape", [(32, 32), (32, 32, 1), (48, 64, 3)])
+def test_pi_mobilenet_takes_grey_and_colour_images(shape: tuple[int, ...]) -> None:
+    model = models.build("pi_mobilenet", 0.001, input_shape=shape, num_classes=3)
+    assert tuple(model(zeros(shape)).shape) == (2, 3)
+
+
+def test_pi_mobilenet_takes_a_training_step() -> None:
+    # Batch normalisation's training mode (batch statistics, moving averages) in fit.
+    model = models.build("pi_mobilenet", 0.001, input_shape=(32, 32, 3), num_classes=2)
+    model.run_eagerly = True  # no graph to trace: the test stays short
+    x = np.random.default_rng(0).random((8, 32, 32, 3), dtype=np.float32)
+    history = model.fit(x, np.arange(8) % 2, batch_size=4, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
 
 
 def test_tabular_mlp_maps_features_to_classes() -> None:
