@@ -1,4 +1,4 @@
-"""Model registry: names, unknown models, adding a model by adding one module.
+"""Model registry: names, unknown models, adding a model by adding one module or a file.
 
 Built-in models on any image shape and class count, and their refusals.
 """
@@ -377,3 +377,82 @@ def test_tabular_mlp_refuses_images_with_the_fix() -> None:
         err.value
     )
     assert "Fix: for images use model=mnist_cnn or model=pi_mobilenet" in str(err.value)
+
+
+#: A model file as docs/extending.md describes it: it takes the dataset's shape.
+MODEL_FILE = (
+    "import tf_keras as keras\n"
+    "from training.models import compile_model\n\n"
+    "LEARNING_RATE = 0.01\n\n\n"
+    "def build(learning_rate, steps_per_execution=1, *, input_shape=(28, 28), num_classes=10):\n"
+    "    model = keras.Sequential([keras.Input(shape=input_shape), keras.layers.Flatten(),\n"
+    "        keras.layers.Dense(num_classes)])\n"
+    "    return compile_model(model, learning_rate, steps_per_execution)\n"
+)
+
+
+def test_a_model_file_from_anywhere_builds_through_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "elsewhere" / "my-model.py"
+    path.parent.mkdir()
+    path.write_text(MODEL_FILE)
+    assert not path.is_relative_to(ROOT)
+    name = str(path)
+    assert models.is_model_file(name) and not models.is_model_file("mnist_cnn")
+    assert callable(models.get(name))
+    assert models.learning_rate(name) == 0.01
+    assert models.takes_steps_per_execution(name)
+    assert models.resolve_steps_per_execution(name, 0, "multi_worker_mirrored") == 8
+    model = models.build(name, 0.01, 4, input_shape=(13,), num_classes=3)
+    assert tuple(model(zeros((13,))).shape) == (2, 3)
+    assert int(model._steps_per_execution.numpy()) == 4
+    assert not any("my" in known for known in models.available())
+
+
+def test_a_relative_model_path_is_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_model.py").write_text(MODEL_FILE)
+    monkeypatch.chdir(tmp_path)
+    model = models.build("./my_model.py", 0.01, input_shape=(8, 8), num_classes=2)
+    assert tuple(model(zeros((8, 8))).shape) == (2, 2)
+    # Without a "/" it is a registered name, and the refusal says how to name the file.
+    with pytest.raises(models.UnknownModelError, match=r"named by its path: \./my_model\.py"):
+        models.get("my_model.py")
+
+
+@pytest.mark.parametrize(
+    ("source", "error", "message"),
+    [
+        (None, models.UnknownModelError, "{path} does not exist. Fix: give the path of"),
+        (
+            "def build(learning_rate)\n    pass\n",
+            models.ModelError,
+            "{path}, line 1 cannot be imported: SyntaxError",
+        ),
+        (
+            "import os\n\nx = undefined_name\n",
+            models.ModelError,
+            "{path}, line 3 cannot be imported: NameError",
+        ),
+        (
+            "def make(learning_rate):\n    pass\n",
+            models.UnknownModelError,
+            "{path} defines no build() function. Fix: add def build(",
+        ),
+    ],
+)
+def test_a_broken_model_file_is_named_with_the_fix(
+    tmp_path: Path, source: str | None, error: type[Exception], message: str
+) -> None:
+    path = tmp_path / "mine.py"
+    if source is not None:
+        path.write_text(source)
+    with pytest.raises(error) as err:
+        models.get(str(path))
+    assert message.format(path=path) in str(err.value)
+
+
+def test_a_model_file_that_is_no_python_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "model.txt").write_text("")
+    with pytest.raises(models.UnknownModelError, match=r"model\.txt is not a \.py file\. Fix"):
+        models.get(str(tmp_path / "model.txt"))
+    with pytest.raises(models.UnknownModelError, match=r" is a folder\. Fix"):
+        models.get(f"{tmp_path}/")

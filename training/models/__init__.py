@@ -26,18 +26,26 @@ set ``LEARNING_RATE``, the step size used when the user gives none (default
 :data:`DEFAULT_LEARNING_RATE`).
 
 To add a model, drop ``my_model.py`` here and train it with
-``-e model=my_model``; nothing else changes.
+``-e model=my_model``, or keep the file anywhere on the control node and train
+it with ``-e model=/path/to/my_model.py`` (:func:`get` imports a path, given
+absolute or with a ``/`` in it, from the file itself); nothing else changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import inspect
 import math
+import os
 import pkgutil
+import re
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 # The errors, and compile_model for a model of one's own (docs/extending.md).
@@ -60,38 +68,117 @@ _BUILD_SIGNATURE = (
 
 
 def available() -> list[str]:
-    """Names of the models in this package, sorted."""
+    """Names of the models in this package, sorted (model files elsewhere are not listed)."""
     return sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def is_model_file(name: str) -> bool:
+    """Whether ``name`` is the path of a model file rather than a model of this package.
+
+    A path is absolute or has a ``/`` in it (``./my_model.py`` for one in the
+    current folder); a name is a module of :mod:`training.models`.
+    """
+    return "/" in name or os.path.isabs(name)
+
+
+def model_file(name: str) -> Path:
+    """The absolute path of model file ``name`` (``~`` expanded), not resolved further."""
+    return Path(name).expanduser().absolute()
+
+
+def _where(name: str) -> str:
+    """How messages name model ``name``'s file."""
+    return str(model_file(name)) if is_model_file(name) else f"training/models/{name}.py"
+
+
+def _import_error(where: str, is_the_file: Callable[[str], bool], err: Exception) -> ModelError:
+    """The ModelError of a model module that raised ``err`` at import, with its own line."""
+    lineno = None
+    if isinstance(err, SyntaxError) and err.filename and is_the_file(err.filename):
+        lineno = err.lineno
+    for frame in traceback.extract_tb(err.__traceback__):
+        if is_the_file(frame.filename):
+            lineno = frame.lineno  # the module's own line that raised
+    return ModelError(
+        f"{where}{f', line {lineno}' if lineno else ''} cannot be imported: "
+        f"{type(err).__name__}: {err}. Fix: correct the module there"
+    )
+
+
+def _file_module(name: str) -> ModuleType:
+    """Import model file ``name`` under a private module name, once per file.
+
+    Raises:
+        UnknownModelError: no such ``.py`` file.
+        ModelError: the file raises at import.
+    """
+    path = model_file(name)
+    if path.suffix != ".py" or not path.is_file():
+        what = "is a folder" if path.is_dir() else "is not a .py file" if path.exists() else None
+        raise UnknownModelError(
+            f"model file {path} {what or 'does not exist'}. Fix: give the path of a Python "
+            "file that defines build() (-e model=/path/to/my_model.py), "
+            f"or a known model: {', '.join(available())}"
+        )
+    real = path.resolve()
+    stem = re.sub(r"\W", "_", real.stem)
+    module_name = f"_model_file_{stem}_{hashlib.sha256(str(real).encode()).hexdigest()[:12]}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    spec = importlib.util.spec_from_file_location(module_name, real)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"{path} cannot be imported as a Python module. Fix: name it *.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # as an import does: the module may look itself up
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:
+        del sys.modules[module_name]
+        raise _import_error(str(path), lambda f: Path(f).resolve() == real, err) from err
+    return module
+
+
+def _module(name: str) -> ModuleType:
+    """The module of model ``name``: a module of this package, or a model file's.
+
+    Raises:
+        UnknownModelError: no such model or file.
+        ModelError: the module cannot be imported.
+    """
+    if is_model_file(name):
+        return _file_module(name)
+    if name not in available():
+        hint = (
+            " (a model file is named by its path: ./" + name + ")" if name.endswith(".py") else ""
+        )
+        raise UnknownModelError(
+            f"model {name!r} is unknown{hint}; known models: {', '.join(available())} "
+            "(add one as a module in training/models/, or give the path of a model file)"
+        )
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except Exception as err:
+        raise _import_error(_where(name), lambda f: Path(f).name == f"{name}.py", err) from err
 
 
 def get(name: str) -> Callable[..., Any]:
     """The ``build`` function of model ``name``.
 
+    Args:
+        name: a model of :func:`available`, or the path of a model file
+            (:func:`is_model_file`), imported from that file.
+
     Raises:
-        UnknownModelError: no such module; the message lists the known models.
+        UnknownModelError: no such model or file (the message lists the known
+            models), or a module without ``build``.
         ModelError: the module cannot be imported (a syntax error, a missing
-            import, anything it raises at import).
+            import, anything it raises at import); the message names its file
+            and line.
     """
-    if name not in available():
-        raise UnknownModelError(
-            f"model {name!r} is unknown; known models: {', '.join(available())} "
-            "(add one as a module in training/models/)"
-        )
-    try:
-        module = importlib.import_module(f"{__name__}.{name}")
-    except Exception as err:
-        lineno = err.lineno if isinstance(err, SyntaxError) else None
-        for frame in traceback.extract_tb(err.__traceback__):
-            if Path(frame.filename).name == f"{name}.py":
-                lineno = frame.lineno  # the module's own line that raised
-        raise ModelError(
-            f"training/models/{name}.py{f', line {lineno}' if lineno else ''} cannot be "
-            f"imported: {type(err).__name__}: {err}. Fix: correct the module there"
-        ) from err
-    build = getattr(module, "build", None)
+    build = getattr(_module(name), "build", None)
     if not callable(build):
         raise UnknownModelError(
-            f"training/models/{name}.py defines no build() function. Fix: add "
+            f"{_where(name)} defines no build() function. Fix: add "
             f"{_BUILD_SIGNATURE} that returns compile_model(model, learning_rate, "
             "steps_per_execution) (see training/models/mnist_mlp.py)"
         )
@@ -119,7 +206,7 @@ def build(
     """Build and compile model ``name``.
 
     Args:
-        name: a model of :func:`available`.
+        name: a model of :func:`available`, or the path of a model file.
         learning_rate: the optimizer's step size.
         steps_per_execution: training steps per call of the train function.
         input_shape: one example's shape, e.g. ``(64, 64, 3)``; ``None`` (or
@@ -135,7 +222,7 @@ def build(
             compiled model.
     """
     make = get(name)
-    where = f"training/models/{name}.py"
+    where = _where(name)
     kwargs: dict[str, Any] = {}
     if steps_per_execution != 1:
         check_steps_per_execution(name)
@@ -267,8 +354,8 @@ def learning_rate(name: str) -> float:
     """The step size model ``name`` recommends (its ``LEARNING_RATE``).
 
     Raises:
-        UnknownModelError: no such model.
+        UnknownModelError: no such model or file.
+        ModelError: its module cannot be imported.
     """
     get(name)
-    module = importlib.import_module(f"{__name__}.{name}")
-    return float(getattr(module, "LEARNING_RATE", DEFAULT_LEARNING_RATE))
+    return float(getattr(_module(name), "LEARNING_RATE", DEFAULT_LEARNING_RATE))

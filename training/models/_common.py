@@ -12,7 +12,7 @@ DEFAULT_NUM_CLASSES = 10
 
 
 class UnknownModelError(LookupError):
-    """The asked-for model has no module in :mod:`training.models`."""
+    """The asked-for model is neither a module of :mod:`training.models` nor a model file."""
 
 
 class ModelError(TypeError):
