@@ -1,6 +1,7 @@
 """Model registry: names, unknown models, adding a model by adding one module or a file.
 
-Built-in models on any image shape and class count, and their refusals.
+Built-in models on any image shape and class count, their refusals, and the check
+before the start that a model fits the dataset.
 """
 
 from __future__ import annotations
@@ -211,45 +212,6 @@ def test_the_summary_says_how_the_step_size_was_scaled_or_why_not(
     assert models.learning_rate_rule(0.001, replicas, scaling, asynchronous) == rule
 
 
-@pytest.mark.parametrize(
-    ("layers", "message"),
-    [
-        (
-            "keras.Input(shape=(28, 28)), keras.layers.Flatten(), keras.layers.Dense(7)",
-            "gives outputs of shape (1, 7) for one image; the datasets have 10 classes. Fix: end",
-        ),
-        (
-            "keras.Input(shape=(32, 32, 3)), keras.layers.Flatten(), keras.layers.Dense(10)",
-            "the model takes no batch of 28x28 images",
-        ),
-    ],
-)
-def test_the_control_node_check_refuses_a_model_the_data_does_not_fit(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    layers: str,
-    message: str,
-) -> None:
-    # Found only in each task's first step, it would crash-loop both workers to the restart limit.
-    from training.cli import main
-
-    name = f"misfit_{'32' in layers:d}"
-    source = (
-        "import tf_keras as keras\n"
-        "from training.models import compile_model\n\n\n"
-        "def build(learning_rate, steps_per_execution=1):\n"
-        f"    model = keras.Sequential([{layers}])\n"
-        "    return compile_model(model, learning_rate, steps_per_execution)\n"
-    )
-    add_model_module(tmp_path, monkeypatch, name, source)
-    monkeypatch.delenv("TF_CONFIG", raising=False)
-    assert main(["check", "--no-data", "--build", "--model", name]) == 2
-    err = " ".join(capsys.readouterr().err.split())
-    assert f"training/models/{name}.py: " in err and message in err, err
-    assert main(["check", "--no-data", "--build", "--model", "mnist_mlp"]) == 0
-
-
 def test_train_yml_knows_every_shipped_model() -> None:
     # A shipped model missing from the list is built once more on the control node before
     # every run of it, as a model of the user's own would be.
@@ -405,6 +367,7 @@ def test_a_model_file_from_anywhere_builds_through_its_path(tmp_path: Path) -> N
     model = models.build(name, 0.01, 4, input_shape=(13,), num_classes=3)
     assert tuple(model(zeros((13,))).shape) == (2, 3)
     assert int(model._steps_per_execution.numpy()) == 4
+    models.check_model(name, (64, 64, 3), 4, 0.01)
     assert not any("my" in known for known in models.available())
 
 
@@ -456,3 +419,83 @@ def test_a_model_file_that_is_no_python_file_is_refused(tmp_path: Path) -> None:
         models.get(str(tmp_path / "model.txt"))
     with pytest.raises(models.UnknownModelError, match=r" is a folder\. Fix"):
         models.get(f"{tmp_path}/")
+
+
+#: A model of a fixed shape whose build() takes only the learning rate: {layers} are its layers.
+FIXED_MODEL = (
+    "import tf_keras as keras\n"
+    "from training.models import compile_model\n\n\n"
+    "def build(learning_rate):\n"
+    "    return compile_model(keras.Sequential([{layers}]), learning_rate)\n"
+)
+
+
+def test_a_build_without_the_shape_parameters_still_builds(tmp_path: Path) -> None:
+    path = tmp_path / "fixed.py"
+    layers = "keras.Input(shape=(28, 28)), keras.layers.Flatten(), keras.layers.Dense(10)"
+    path.write_text(FIXED_MODEL.format(layers=layers))
+    model = models.build(str(path), 0.01, input_shape=(28, 28), num_classes=10)
+    assert model.count_params() == 7_850
+    models.check_model(str(path), (28, 28), 10, 0.01)  # it fits MNIST as it is
+
+
+@pytest.mark.parametrize(
+    ("layers", "dataset", "message", "fix"),
+    [
+        (
+            "keras.Input(shape=(28, 28)), keras.layers.Flatten(), keras.layers.Dense(10)",
+            ((64, 64, 3), 10),
+            "the model takes no example of the dataset's shape: the dataset has examples of "
+            "shape (64, 64, 3) in 10 classes, the model takes inputs of shape (28, 28) and "
+            "gives 10 outputs (ValueError: ",
+            "Fix: start it with keras.Input(shape=input_shape), and let build() receive both: "
+            "def build(learning_rate, steps_per_execution=1, *, input_shape=(28, 28), "
+            "num_classes=10)",
+        ),
+        (
+            "keras.Input(shape=(13,)), keras.layers.Dense(7)",
+            ((13,), 3),
+            "the model gives outputs of shape (1, 7) for one example, not one logit per class: "
+            "the dataset has examples of shape (13,) in 3 classes, the model takes inputs of "
+            "shape (13,) and gives 7 outputs.",
+            "Fix: end it with keras.layers.Dense(num_classes) (logits), and let build() receive",
+        ),
+    ],
+)
+def test_check_model_refuses_a_model_the_data_does_not_fit_naming_both(
+    tmp_path: Path,
+    layers: str,
+    dataset: tuple[tuple[int, ...], int],
+    message: str,
+    fix: str,
+) -> None:
+    # Found only in each task's first step, it would crash-loop every worker to the
+    # restart limit; on the control node it stops the run before any task starts.
+    path = tmp_path / "misfit.py"
+    path.write_text(FIXED_MODEL.format(layers=layers))
+    with pytest.raises(models.ModelError) as err:
+        models.check_model(str(path), *dataset, 0.01)
+    text = str(err.value)
+    assert text.startswith(f"{path}: {message}"), text
+    assert fix in text, text
+
+
+def test_check_model_refuses_what_a_built_in_model_cannot_take() -> None:
+    with pytest.raises(models.ModelError, match=r"mnist_vgg\.py: mnist_vgg cannot take inputs"):
+        models.check_model("mnist_vgg", (4,), 3, 0.001)
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "classes"),
+    [
+        ("mnist_cnn", (28, 28), 10),
+        ("mnist_lstm", (32, 32, 3), 5),
+        ("pi_mobilenet", (64, 64, 3), 4),
+        ("tabular_mlp", (13,), 3),
+        ("mnist_mlp", (13,), 3),
+    ],
+)
+def test_check_model_passes_a_model_that_fits(
+    name: str, shape: tuple[int, ...], classes: int
+) -> None:
+    models.check_model(name, shape, classes, models.learning_rate(name), 2)

@@ -21,9 +21,9 @@ the run passes its dataset's ``input_shape`` and ``num_classes``; MNIST's
 A model that cannot take ``input_shape`` raises :class:`ModelError` naming
 the shape and the fix. ``build`` may leave out ``steps_per_execution``
 (the model then trains one step per call) and ``input_shape`` and
-``num_classes`` (its model must then fit the dataset as it is). A module may
-set ``LEARNING_RATE``, the step size used when the user gives none (default
-:data:`DEFAULT_LEARNING_RATE`).
+``num_classes`` (its model must then fit the dataset as it is; see
+:func:`check_model`). A module may set ``LEARNING_RATE``, the step size used
+when the user gives none (default :data:`DEFAULT_LEARNING_RATE`).
 
 To add a model, drop ``my_model.py`` here and train it with
 ``-e model=my_model``, or keep the file anywhere on the control node and train
@@ -244,6 +244,83 @@ def build(
             "steps_per_execution) (from training.models import compile_model)"
         )
     return model
+
+
+def _declared(model: Any) -> tuple[str, str, int | None]:
+    """What ``model`` says it takes and gives: ``("inputs of shape (28, 28)", "10 outputs", 10)``.
+
+    The third item is the number of outputs of a model of vectors of logits, else ``None``.
+    """
+    try:
+        takes = f"inputs of shape {tuple(model.input_shape[1:])}"
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        takes = "inputs of a shape it does not declare"
+    try:
+        out = tuple(model.output_shape[1:])
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        return takes, "outputs of a shape it does not declare", None
+    if len(out) == 1 and isinstance(out[0], int):
+        return takes, f"{out[0]} outputs", out[0]
+    return takes, f"outputs of shape {out}", None
+
+
+def check_model(
+    name: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    learning_rate: float,
+    steps_per_execution: int = 1,
+) -> None:
+    """Build model ``name`` as a task would, outside any strategy, and feed it one example.
+
+    The example is zeros of the dataset's shape, float32 ``(1, *input_shape)``,
+    as the input pipeline gives; the model must return logits ``(1,
+    num_classes)``. On the control node, before the start, this finds what each
+    task would otherwise find only in its first step, at every restart.
+
+    Args:
+        name: a model of :func:`available`, or the path of a model file.
+        input_shape: the dataset's shape of one example, e.g. ``(64, 64, 3)``.
+        num_classes: the dataset's number of classes.
+        learning_rate: the step size the run compiles with.
+        steps_per_execution: the run's steps per call (resolved, 1 or more).
+
+    Raises:
+        UnknownModelError: as :func:`build`.
+        ModelError: ``build`` refuses the shape or fails (as :func:`build`),
+            or the model takes no example of ``input_shape`` or gives other
+            than ``num_classes`` outputs; the message names the model file,
+            the dataset's shape and class count, the model's, and the fix.
+    """
+    import numpy as np
+
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    shape = tuple(int(d) for d in input_shape)
+    model = build(name, learning_rate, steps_per_execution, shape, num_classes)
+    takes, gives, outputs = _declared(model)
+    both = (
+        f"the dataset has examples of shape {shape} in {num_classes} classes, the model "
+        f"takes {takes} and gives {gives}"
+    )
+    make = get(name)
+    passes = _takes(make, "input_shape") and _takes(make, "num_classes")
+    receive = "" if passes else f", and let build() receive both: {_BUILD_SIGNATURE}"
+    end = "end it with keras.layers.Dense(num_classes) (logits)"
+    try:
+        out = tuple(model(np.zeros((1, *shape), np.float32), training=False).shape)
+    except Exception as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        also = f" and {end}" if outputs not in (None, num_classes) else ""
+        raise ModelError(
+            f"{_where(name)}: the model takes no example of the dataset's shape: {both} "
+            f"({type(err).__name__}: {first}). Fix: start it with "
+            f"keras.Input(shape=input_shape){also}{receive}"
+        ) from err
+    if out != (1, num_classes):
+        raise ModelError(
+            f"{_where(name)}: the model gives outputs of shape {out} for one example, not one "
+            f"logit per class: {both}. Fix: {end}{receive}"
+        )
 
 
 def takes_steps_per_execution(name: str) -> bool:
