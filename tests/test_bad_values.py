@@ -64,7 +64,8 @@ def test_a_bad_number_is_refused_before_the_run(tmp_path: Path, given: str, said
 
 def test_site_refuses_an_unknown_dataset_before_any_role_runs() -> None:
     text = refused("site.yml", "-e", "dataset=cifar")
-    assert "dataset=cifar is unknown. Fix: -e dataset=mnist_5k" in text, text[-2000:]
+    assert "dataset=cifar is unknown: not a dataset name (mnist, mnist_5k)" in text, text[-2000:]
+    assert "Fix: -e dataset=mnist_5k, or the path of a folder of images" in text
     assert "tf_runtime" not in text  # refused before the venv's import smoke test
 
 
