@@ -225,14 +225,31 @@ def test_a_local_inventory_with_another_machines_address_is_refused(tmp_path: Pa
     assert not any(runs.rglob("launch.json"))
 
 
-@pytest.mark.parametrize("name", ["../../etc/passwd", "__init__"])
-def test_a_model_name_that_cannot_be_a_module_is_not_offered_as_a_file(
-    tmp_path: Path, name: str
-) -> None:
-    # Not "add training/models/../../../etc/passwd.py", nor "add training/models/__init__.py",
-    # which exists.
+def test_a_model_name_that_cannot_be_a_module_is_not_offered_as_a_file(tmp_path: Path) -> None:
+    # Not "add training/models/__init__.py", which exists.
     runs = tmp_path / "runs"
-    text = refused("train.yml", "-e", f"model={name}", "-e", f"training_run_runs_dir={runs}")
-    assert f"model={name} is unknown" in text, text[-2000:]
+    text = refused("train.yml", "-e", "model=__init__", "-e", f"training_run_runs_dir={runs}")
+    assert "model=__init__ is unknown" in text, text[-2000:]
     assert "add a model as a module of training/models/, named with letters" in text
+    assert not runs.exists()
+
+
+def test_a_model_path_that_is_no_python_file_is_refused_before_the_run(tmp_path: Path) -> None:
+    # A name with a / is a model file's path, taken from where ansible-playbook runs (the
+    # project here): ../../etc/passwd is /etc/passwd, and never training/models/../../..
+    runs = tmp_path / "runs"
+    text = refused(
+        "train.yml", "-e", "model=../../etc/passwd", "-e", f"training_run_runs_dir={runs}"
+    )
+    assert "model file /etc/passwd is not a .py file. Fix: give the path of a Python file" in text
+    assert "add training/models/" not in text
+    assert not runs.exists()
+
+
+def test_a_model_file_that_does_not_exist_is_refused_before_the_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    missing = tmp_path / "nowhere" / "my_model.py"
+    text = refused("train.yml", "-e", f"model={missing}", "-e", f"training_run_runs_dir={runs}")
+    assert f"model={missing}: no such file on the control node ({missing})." in text, text[-2000:]
+    assert "Fix: the path of a Python file that defines build()" in text
     assert not runs.exists()
