@@ -165,3 +165,38 @@ def test_two_strategies_at_once_stop_the_playbook_before_it_starts(tmp_path: Pat
     ), text[-2000:]
     assert text.count("PLAY [") == 1
     assert not runs.exists()
+
+
+DATA_NAMES = ["image_size", "color_mode", "test_fraction", "skip_bad_images", "label_column"]
+
+
+def test_the_dataset_settings_are_known_by_their_short_names() -> None:
+    known = lookup.known_names()
+    assert set(DATA_NAMES) <= known
+    # Each sets its training_data_ variable, so giving both with two values is a clash.
+    groups = lookup.aliases()
+    assert {(f"training_data_{name}", name) for name in DATA_NAMES} <= set(groups)
+    assert lookup.unknown([*DATA_NAMES, "dataset"], known) == []
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("image_sise", "image_size"),
+        ("colour_mode", "color_mode"),
+        ("test_fration", "test_fraction"),
+        ("skip_bad_image", "skip_bad_images"),
+        ("label_col", "label_column"),
+    ],
+)
+def test_a_misspelt_dataset_setting_gets_the_name_it_meant(typo: str, meant: str) -> None:
+    assert lookup.unknown([typo], lookup.known_names()) == [{"name": typo, "suggestion": meant}]
+
+
+def test_a_misspelt_dataset_setting_stops_train_yml_before_it_starts() -> None:
+    result = run_playbook("train.yml", "-e", "image_sise=32")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e image_sise: no raspi-tf playbook or role reads this variable" in text, text[-2000:]
+    assert "Fix: -e image_size=... (did you mean image_size?)" in text
+    assert text.count("PLAY [") == 1
