@@ -542,8 +542,9 @@ def step_trace(
 
     Args:
         model_name: a model of :func:`training.models.available`.
-        data_dir: folder holding the staged ``<dataset>.npz``.
-        dataset: the dataset's name.
+        data_dir: folder holding the staged ``<dataset id>/``.
+        dataset: the prepared dataset's id, or a registered name (its newest
+            prepared folder in ``data_dir``).
         seconds: wall seconds of timed steps, more than 0.
         batch_size: examples a step, 1 or more.
         seed: shuffle and weight-initialisation seed.
@@ -556,7 +557,7 @@ def step_trace(
     Raises:
         ValueError: ``seconds`` not above 0 or ``batch_size`` below 1.
         training.models.UnknownModelError: an unknown model.
-        training.data.DatasetError: the dataset is not staged in ``data_dir``.
+        training.datasets.DatasetError: the dataset is not staged in ``data_dir``.
     """
     if seconds <= 0 or batch_size < 1:
         raise ValueError(
@@ -566,20 +567,22 @@ def step_trace(
     import time
 
     os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    from training import data as datasets
-    from training import models
+    from training import datasets, models
+    from training.datasets import pipeline
     from training.train import TrainConfig, thread_count
 
     models.get(model_name)
-    staged = datasets.load(data_dir, dataset)
+    staged = datasets.read_manifest(data_dir, datasets.prepared_id(data_dir, dataset))
     import tensorflow as tf
 
     threads = thread_count(TrainConfig(), None)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
     tf.keras.utils.set_random_seed(seed)
-    model = models.build(model_name, models.learning_rate(model_name))
-    batches = iter(datasets.make_train_dataset(staged, batch_size, seed))
+    model = models.build(
+        model_name, models.learning_rate(model_name), 1, staged.input_shape, len(staged.classes)
+    )
+    batches = iter(pipeline.train_dataset(staged, data_dir, batch_size, seed))
     train_step = model.make_train_function()
     for _ in range(20):
         float(train_step(batches)["loss"])

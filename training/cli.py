@@ -4,7 +4,7 @@ Commands:
 
 - ``train``: run this process's task (TF_CONFIG from the environment; without
   it, the whole run in one process).
-- ``prepare-data``: write a dataset's ``.npz`` on the control node.
+- ``prepare-data``: prepare a dataset's shards on the control node; one JSON object.
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
 - ``models``: list the registered models.
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
@@ -33,8 +33,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
-from training import data as datasets
-from training import models
+from training import datasets, models
 from training.backup import BackupSyncError
 from training.bench import DEFAULT_TARGET, BenchError
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
@@ -62,9 +61,16 @@ USER_ERRORS = (
 def _train_flags(parser: argparse.ArgumentParser) -> None:
     d = TrainConfig()
     parser.add_argument("--model", default=d.model, help="model name (default %(default)s)")
-    parser.add_argument("--dataset", default=d.dataset, help="dataset name (default %(default)s)")
     parser.add_argument(
-        "--data-dir", default=d.data_dir, help="folder of staged datasets (default %(default)s)"
+        "--dataset",
+        default=d.dataset,
+        help="prepared dataset id, or a registered name: its newest prepared folder in "
+        "--data-dir (default %(default)s)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=d.data_dir,
+        help="folder of staged datasets, <id>/ each (default %(default)s)",
     )
     parser.add_argument(
         "--strategy",
@@ -179,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate TF_CONFIG, model and dataset; start nothing")
     _train_flags(check)
     check.add_argument("--tf-config-file", type=Path, help="read TF_CONFIG from this file")
-    check.add_argument("--no-data", action="store_true", help="do not look for the dataset file")
+    check.add_argument("--no-data", action="store_true", help="do not look for the dataset's files")
     check.add_argument(
         "--own-address",
         action="store_true",
@@ -188,13 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--build",
         action="store_true",
-        help="also build and compile the model once with TensorFlow (seconds)",
+        help="also build the model once with TensorFlow and feed it one example of the "
+        "dataset's shape (seconds)",
     )
 
-    prep = sub.add_parser("prepare-data", help="write <data-dir>/<dataset>.npz")
-    prep.add_argument("--dataset", required=True, choices=sorted(datasets.PREPARERS))
-    prep.add_argument("--data-dir", required=True, type=Path)
-    prep.add_argument("--source", type=Path, help="downloaded file, for datasets fetched by URL")
+    prep = sub.add_parser(
+        "prepare-data",
+        help="prepare a dataset into <cache-dir>/<id>/ unless it is there; print it as JSON",
+    )
+    _prepare_flags(prep)
 
     sub.add_parser("models", help="list the registered models as JSON")
 
@@ -335,6 +343,122 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _prepare_flags(prep: argparse.ArgumentParser) -> None:
+    d = datasets.Settings()
+    prep.add_argument(
+        "--dataset",
+        required=True,
+        help="a registered name (mnist, mnist_5k) or the path of a folder of images (one "
+        "subfolder per class), a .csv or an .npz file",
+    )
+    prep.add_argument(
+        "--cache-dir",
+        "--data-dir",
+        dest="cache_dir",
+        required=True,
+        type=Path,
+        help="the control node's folder of prepared datasets",
+    )
+    prep.add_argument("--source", type=Path, help="downloaded file, for datasets fetched by URL")
+    prep.add_argument(
+        "--image-size",
+        type=_image_size,
+        default=d.image_size,
+        help="pixels images are resized to: 64 (square) or HEIGHTxWIDTH, e.g. 96x128 (default 64)",
+    )
+    prep.add_argument(
+        "--color-mode", default=d.color_mode, help="rgb or grayscale (default %(default)s)"
+    )
+    prep.add_argument(
+        "--test-fraction",
+        type=float,
+        default=d.test_fraction,
+        help="share of each class held out for the test split (default %(default)s)",
+    )
+    prep.add_argument(
+        "--skip-bad-images",
+        action="store_true",
+        help="leave out images that do not decode, naming them, instead of refusing",
+    )
+    prep.add_argument(
+        "--label-column", default=d.label_column, help="the CSV column holding the class"
+    )
+    prep.add_argument(
+        "--shards", type=int, default=d.shards, help="training shard files (default %(default)s)"
+    )
+    prep.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="the run's training tasks: the shards are at least this many",
+    )
+    prep.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the dataset and the settings and prepare nothing: describe the prepared "
+        "dataset if it is there, else say it would change",
+    )
+
+
+def _image_size(text: str) -> tuple[int, int]:
+    """``64`` -> (64, 64); ``96x128`` -> (96, 128): (height, width) for argparse."""
+    parts = text.lower().split("x")
+    try:
+        sizes = [int(p) for p in parts]
+    except ValueError:
+        sizes = []
+    if len(sizes) not in (1, 2) or min(sizes, default=0) < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an image size; give 64 (a square) or HEIGHTxWIDTH such as 96x128"
+        )
+    return (sizes[0], sizes[-1])
+
+
+def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
+    """``prepare-data``: the dataset prepared, or found, as one JSON object.
+
+    With ``--check`` nothing is prepared: a dataset prepared already is
+    described as without it (``changed`` false); one that is not is
+    ``{"changed": true, "checked": <spec>, "kind": ...}`` once its spec and
+    settings pass.
+    """
+    settings = datasets.Settings(
+        image_size=args.image_size,
+        color_mode=args.color_mode,
+        test_fraction=args.test_fraction,
+        skip_bad_images=args.skip_bad_images,
+        label_column=args.label_column,
+        shards=max(args.shards, args.workers),
+        seed=datasets.DEFAULT_SEED,
+    )
+    if args.check:
+        found, _ = datasets.prepare(
+            args.dataset, args.cache_dir, settings, args.source, check_only=True
+        )
+        if found is None:  # valid, not prepared yet: preparing would change it
+            module = datasets.resolve(args.dataset)
+            kind = getattr(module, "KIND", None) or getattr(module, "NAME", "")
+            return {"changed": True, "checked": args.dataset, "kind": kind}
+        manifest, written = found, False
+    else:
+        manifest, written = datasets.prepare(args.dataset, args.cache_dir, settings, args.source)
+    return {
+        "changed": written,
+        "id": manifest.id,
+        "dir": str(manifest.path),
+        "kind": manifest.kind,
+        "input_shape": list(manifest.input_shape),
+        "classes": list(manifest.classes),
+        "train_examples": manifest.train.examples,
+        "test_examples": manifest.test.examples,
+        "train_shards": [s.file for s in manifest.train.shards],
+        "test_shards": [s.file for s in manifest.test.shards],
+        "skipped": list(manifest.skipped),
+        "ignored_files": manifest.ignored_files,
+        "bytes": manifest.bytes,
+    }
+
+
 def _accuracy(text: str) -> float:
     """A test accuracy for argparse: a number above 0 and at most 1."""
     try:
@@ -365,7 +489,8 @@ def _step_bench(args: argparse.Namespace) -> int:
         raise BenchError("--output-dir needs --host, the node's name in the files' names")
     for name in names:
         models.get(name)
-    datasets.train_size(args.data_dir, args.dataset)  # staged, or DatasetError
+    # Staged, or DatasetError.
+    datasets.read_manifest(args.data_dir, datasets.prepared_id(args.data_dir, args.dataset))
     for name in names:
         trace = step_trace(name, args.data_dir, args.dataset, args.seconds, args.batch_size)
         text = json.dumps(trace) + "\n"
@@ -428,24 +553,38 @@ def _dispatch(args: argparse.Namespace) -> int:
                 os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
             except OSError as err:
                 raise TrainError(f"cannot read --tf-config-file: {err}") from None
+        config = _config(args)
+        manifest = None
         if args.no_data:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             models.get(args.model)
         else:
-            config = _config(args)
             warning = oversubscribed(config, check(config))
             if warning:
                 print(f"warning: {warning}", file=sys.stderr)
+            manifest = datasets.read_manifest(
+                config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
+            )
         if args.own_address:
             tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             if tf_config is not None and tf_config.task.host:
                 check_own_address(tf_config.task.host)
         if args.build:
-            _build_once(_config(args))
+            from training.models._common import DEFAULT_INPUT_SHAPE, DEFAULT_NUM_CLASSES
+
+            # Without the dataset (--no-data): the shape a model's build defaults to.
+            models.check_model(
+                config.model,
+                manifest.input_shape if manifest else DEFAULT_INPUT_SHAPE,
+                len(manifest.classes) if manifest else DEFAULT_NUM_CLASSES,
+                config.learning_rate or models.learning_rate(config.model),
+                models.resolve_steps_per_execution(
+                    config.model, config.steps_per_execution, config.strategy
+                ),
+            )
         return 0
     if args.command == "prepare-data":
-        path, written = datasets.prepare(args.dataset, args.data_dir, args.source)
-        print(f"{'prepared' if written else 'ok'} {path}")
+        print(json.dumps(_prepare_data(args)))
         return 0
     if args.command == "models":
         print(json.dumps(models.available()))
@@ -535,38 +674,3 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(f"{args.run_dir.resolve().name}: {result['state']}; no task of it is running")
         return 0 if result["done"] else 1
     raise AssertionError(args.command)
-
-
-def _build_once(config: TrainConfig) -> None:
-    """Build and compile ``config.model`` as a task would, outside any strategy.
-
-    Then feed it one blank image: every dataset is 28x28 digits in 10 classes
-    (training.data), so a model must map float32 (n, 28, 28) to (n, 10) logits.
-
-    Raises:
-        training.models.ModelError: ``build`` fails, or its model takes no
-            28x28 image or gives other than 10 outputs (which every task
-            would only find in its first step, at each restart).
-    """
-    import numpy as np
-
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    spe = models.resolve_steps_per_execution(
-        config.model, config.steps_per_execution, config.strategy
-    )
-    lr = config.learning_rate or models.learning_rate(config.model)
-    model = models.build(config.model, lr, spe)
-    where = f"training/models/{config.model}.py"
-    try:
-        shape = tuple(model(np.zeros((1, 28, 28), np.float32), training=False).shape)
-    except Exception as err:
-        raise models.ModelError(
-            f"{where}: the model takes no batch of 28x28 images: {type(err).__name__}: "
-            f"{str(err).splitlines()[0] if str(err) else ''}. Fix: start it with "
-            "keras.Input(shape=(28, 28))"
-        ) from err
-    if shape != (1, 10):
-        raise models.ModelError(
-            f"{where}: the model gives outputs of shape {shape} for one image; the datasets "
-            "have 10 classes. Fix: end it with keras.layers.Dense(10) (logits)"
-        )

@@ -26,15 +26,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training import data as datasets
-from training import models
+from training import datasets, models
 from training.backup import (
     CHIEF_IO_DEVICE,
     backup_callback,
     remove_chief_backup,
     remove_synced_backup,
 )
-from training.cluster import TFConfig, host_key, is_loopback, parse_tf_config, split_address
+from training.cluster import Task, TFConfig, host_key, is_loopback, parse_tf_config, split_address
+from training.datasets import Manifest, ShardFile, pipeline
 from training.exporter import Exporter
 from training.progress import (
     PROGRESS_FILE,
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.json"
 MODEL_FILE = "model.keras"
+#: Beside the model: what a prediction does to raw input (the dataset's preprocessing).
+PREPROCESSING_FILE = "preprocessing.json"
 TENSORBOARD_DIR = "tensorboard"
 BACKUP_DIR = "backup"
 #: Test examples per call of the model in the chief's per-epoch evaluation.
@@ -68,8 +70,9 @@ class TrainConfig:
 
     Attributes:
         model: a name from :func:`training.models.available`.
-        dataset: a name from :data:`training.data.PREPARERS`.
-        data_dir: folder holding the staged ``<dataset>.npz``.
+        dataset: a prepared dataset's id (``<name>-<key>``), or a registered
+            name (``mnist_5k``): its newest prepared folder in ``data_dir``.
+        data_dir: folder holding the staged ``<dataset id>/`` folders.
         strategy: ``multi_worker_mirrored`` or ``parameter_server``.
         epochs: passes over the training set.
         batch_size: examples per worker per step (the per-worker batch).
@@ -145,8 +148,10 @@ def check(config: TrainConfig) -> TFConfig | None:
     Raises:
         training.cluster.ClusterConfigError: a bad TF_CONFIG.
         training.models.UnknownModelError: an unknown model.
-        training.data.DatasetError: an unknown dataset, a missing or malformed
-            dataset file, or one too small for a single global batch.
+        training.datasets.DatasetError: a dataset that is not staged here, a
+            malformed manifest, a missing shard file of this task or one of
+            another size, fewer shards than workers, or a training split too
+            small for a single global batch.
         TrainError: epochs or batch size below 1, steps_per_execution, threads
             or pack_bytes below 0, an unknown all_reduce or all_reduce_dtype,
             float16 with parameter_server, learning_rate_scaling=linear with
@@ -207,7 +212,13 @@ def check(config: TrainConfig) -> TFConfig | None:
     models.get(config.model)
     if config.steps_per_execution > 1:
         models.check_steps_per_execution(config.model)
-    n_train = datasets.train_size(config.data_dir, config.dataset)
+    if tf_config is not None and tf_config.task.type == "ps":
+        return tf_config  # holds variables, reads no data
+    manifest = datasets.read_manifest(
+        config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
+    )
+    datasets.verify_files(manifest, task_shards(manifest, config.strategy, tf_config))
+    n_train = manifest.train.examples
     replicas = 1
     if tf_config is not None and config.strategy == "multi_worker_mirrored":
         replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
@@ -218,6 +229,71 @@ def check(config: TrainConfig) -> TFConfig | None:
             f"replica{'s' if replicas != 1 else ''}); lower batch_size"
         )
     return tf_config
+
+
+def task_shards(manifest: Manifest, strategy: str, tf_config: TFConfig | None) -> list[ShardFile]:
+    """The shard files this task reads, which its node must hold.
+
+    One process alone reads every shard. A training task reads the train
+    shards of its index among the run's training tasks
+    (:meth:`Manifest.train_files`, :func:`_trainers`): TensorFlow's FILE
+    auto-sharding under ``multi_worker_mirrored``, the files staged on its
+    node under ``parameter_server``. The chief (worker 0 under
+    ``multi_worker_mirrored``) also reads the test shards; a ps task reads none.
+
+    Raises:
+        training.datasets.DatasetError: fewer train shards than training tasks.
+    """
+    if tf_config is None:
+        return [*manifest.all_train_files(), *manifest.test_files()]
+    trainers = [t.name for t in _trainers(strategy, tf_config)]
+    files: list[ShardFile] = []
+    if tf_config.task.name in trainers:
+        files += manifest.train_files(trainers.index(tf_config.task.name), len(trainers))
+    if tf_config.is_chief:
+        files += manifest.test_files()
+    return files
+
+
+def _trainers(strategy: str, tf_config: TFConfig) -> list[Task]:
+    """The tasks that read training data, in the order of TensorFlow's worker index.
+
+    Under ``multi_worker_mirrored`` that is a ``chief`` task if there is one
+    (index 0), then the workers (``multi_worker_util.id_in_cluster``); under
+    ``parameter_server``, the workers.
+    """
+    jobs = ("chief", "worker") if strategy == "multi_worker_mirrored" else ("worker",)
+    return [t for t in tf_config.tasks if t.type in jobs]
+
+
+def _trainer_index(tf_config: TFConfig | None) -> int:
+    """The index of this task among the training tasks of multi_worker_mirrored; 0 alone."""
+    if tf_config is None:
+        return 0
+    names = [t.name for t in _trainers("multi_worker_mirrored", tf_config)]
+    return names.index(tf_config.task.name) if tf_config.task.name in names else 0
+
+
+def worker_shards(
+    manifest: Manifest, strategy: str, tf_config: TFConfig | None
+) -> dict[str, dict[str, Any]]:
+    """Each training task's shard files and example count, for the run's record.
+
+    Returns:
+        ``{task name: {"files": [...], "examples": n}}``; ``local`` for one
+        process alone.
+    """
+    if tf_config is None:
+        return {"local": _shard_record(manifest.all_train_files())}
+    trainers = _trainers(strategy, tf_config)
+    return {
+        task.name: _shard_record(manifest.train_files(i, len(trainers)))
+        for i, task in enumerate(trainers)
+    }
+
+
+def _shard_record(files: list[ShardFile]) -> dict[str, Any]:
+    return {"files": [s.file for s in files], "examples": sum(s.examples for s in files)}
 
 
 def saved_results(out: Path, run_id: str) -> dict[str, Any] | None:
@@ -580,24 +656,68 @@ class _Hooks:
     threads: int
 
 
-def _evaluator(model: Any, data: datasets.Dataset, keras: Any) -> Any:
-    """Test-split loss and accuracy of ``model``'s current weights, for the chief.
+@dataclass(frozen=True)
+class Evaluation:
+    """A model's results on the test split.
 
-    Calls the model directly, in chunks, outside any distributed function:
-    nothing here waits for the other workers (a distributed ``evaluate``
-    would need every one of them).
+    Attributes:
+        loss: mean sparse categorical cross-entropy of the logits.
+        accuracy: share of examples whose largest logit is their class.
+        confusion: int64 (classes, classes): row = true class, column = predicted.
     """
-    x_test, y_test = datasets.test_arrays(data)
+
+    loss: float
+    accuracy: float
+    confusion: Any
+
+    def per_class_accuracy(self, classes: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        """``{class: accuracy on its test examples}``; None for a class with none."""
+        rows = self.confusion.sum(axis=1)
+        return {
+            name: (float(self.confusion[i, i] / rows[i]) if rows[i] else None)
+            for i, name in enumerate(classes)
+        }
+
+
+def evaluate_model(model: Any, batches: Any, num_classes: int, keras: Any) -> Evaluation:
+    """Loss, accuracy and confusion matrix of ``model`` over ``batches``, streamed.
+
+    Calls the model directly, batch by batch, outside any distributed
+    function: nothing here waits for the other workers (a distributed
+    ``evaluate`` would need every one of them), and only one batch of the
+    test split is in memory at a time.
+
+    Args:
+        model: a model giving logits (batch, num_classes).
+        batches: an iterable of (features, int labels) batches, such as
+            :func:`training.datasets.pipeline.test_dataset`.
+        num_classes: the dataset's number of classes.
+        keras: the tf_keras module.
+    """
+    import numpy as np
+
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="sum")
+    confusion = np.zeros((num_classes, num_classes), np.int64)
+    loss = 0.0
+    for x, y in batches:
+        logits = model(x, training=False)
+        loss += float(loss_fn(y, logits))
+        np.add.at(confusion, (np.asarray(y), logits.numpy().argmax(axis=1)), 1)
+    total = int(confusion.sum())
+    return Evaluation(loss / max(total, 1), float(np.trace(confusion)) / max(total, 1), confusion)
+
+
+def _evaluator(model: Any, manifest: Manifest, data_dir: str, keras: Any) -> Any:
+    """The chief's per-epoch test-split loss and accuracy of ``model``'s current weights."""
 
     def evaluate() -> dict[str, float]:
-        correct, loss = 0, 0.0
-        for start in range(0, len(x_test), EVAL_CHUNK):
-            x, y = x_test[start : start + EVAL_CHUNK], y_test[start : start + EVAL_CHUNK]
-            logits = model(x, training=False)
-            loss += float(loss_fn(y, logits))
-            correct += int((logits.numpy().argmax(axis=1) == y).sum())
-        return {"test_loss": loss / len(x_test), "test_accuracy": correct / len(x_test)}
+        result = evaluate_model(
+            model,
+            pipeline.test_dataset(manifest, data_dir, EVAL_CHUNK),
+            len(manifest.classes),
+            keras,
+        )
+        return {"test_loss": result.loss, "test_accuracy": result.accuracy}
 
     return evaluate
 
@@ -663,7 +783,9 @@ def _train(
     keras: Any,
     hooks: _Hooks,
 ) -> dict[str, Any] | None:
-    data = datasets.load(config.data_dir, config.dataset)
+    manifest = datasets.read_manifest(
+        config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
+    )
     ps = config.strategy == "parameter_server" and tf_config is not None
     replicas = strategy.num_replicas_in_sync
     workers = tf_config.num_workers if ps and tf_config else replicas
@@ -671,13 +793,17 @@ def _train(
     # multi-worker tutorial). With parameter_server each step is one worker's
     # batch, applied asynchronously.
     global_batch = config.batch_size * replicas
-    steps = datasets.steps_per_epoch(len(data.x_train), global_batch)
+    steps = pipeline.steps_per_epoch(manifest.train.examples, global_batch)
     if ps:
         train_input = keras.utils.experimental.DatasetCreator(
-            datasets.make_per_worker_dataset_fn(data, global_batch)
+            pipeline.per_worker_dataset_fn(manifest, config.data_dir, global_batch)
         )
     else:
-        train_input = datasets.make_train_dataset(data, global_batch, config.seed)
+        # Each worker shuffles its own shards in its own order: with one seed, equal
+        # streams would pair the same examples in every global batch of every epoch.
+        train_input = pipeline.train_dataset(
+            manifest, config.data_dir, global_batch, config.seed + _trainer_index(tf_config)
+        )
     base_learning_rate = config.learning_rate or models.learning_rate(config.model)
     learning_rate = (
         base_learning_rate
@@ -688,7 +814,9 @@ def _train(
         config.model, config.steps_per_execution, config.strategy
     )
     with strategy.scope():
-        model = models.build(config.model, learning_rate, spe)
+        model = models.build(
+            config.model, learning_rate, spe, manifest.input_shape, len(manifest.classes)
+        )
         if replicas > 1 and config.all_reduce_dtype != "float32":
             all_reduce_in(model.optimizer, config.all_reduce_dtype)
     # Per-step logs from this worker's own replica, with no all-reduce: tf_keras'
@@ -719,7 +847,11 @@ def _train(
         worker_examples_per_step=global_batch if ps else config.batch_size,
         exporter=hooks.exporter,
         on_formed=hooks.on_formed,
-        evaluate=_evaluator(model, data, keras) if is_chief and config.epoch_eval else None,
+        evaluate=(
+            _evaluator(model, manifest, config.data_dir, keras)
+            if is_chief and config.epoch_eval
+            else None
+        ),
     )
     # The progress callback writes an epoch's event before the backup of that
     # epoch is made: every epoch a backup covers is in progress.jsonl (a task
@@ -746,7 +878,7 @@ def _train(
         "%s: %s on %s, %d epochs x %d steps, global batch %d (%d per worker x %d replicas)",
         tf_config.task.name if tf_config else "local",
         config.model,
-        config.dataset,
+        manifest.id,
         config.epochs,
         steps,
         global_batch,
@@ -803,9 +935,14 @@ def _train(
         history_keys = list(history.history) or [
             key for key in ("loss", "accuracy") if epochs_done and key in epochs_done[-1]
         ]
-        x_test, y_test = datasets.test_arrays(data)
+        _write_json(out / PREPROCESSING_FILE, preprocessing(manifest))
         restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
-        test_loss, test_accuracy = restored.evaluate(x_test, y_test, batch_size=256, verbose=0)
+        final = evaluate_model(
+            restored,
+            pipeline.test_dataset(manifest, config.data_dir, EVAL_CHUNK),
+            len(manifest.classes),
+            keras,
+        )
         examples = config.epochs * steps * global_batch
         # Training time is the sum of the epochs, wherever they ran: a resumed run
         # did some in earlier processes, and parameter_server's fit also spends
@@ -817,6 +954,7 @@ def _train(
             "config": asdict(config),
             "model": config.model,
             "dataset": config.dataset,
+            "dataset_id": manifest.id,
             "strategy": config.strategy if tf_config else "single_process",
             "cluster": tf_config.cluster if tf_config else {},
             "tasks": task_names,
@@ -831,10 +969,13 @@ def _train(
             "batch_size_per_worker": config.batch_size,
             "global_batch_size": global_batch,
             "steps_per_epoch": steps,
-            "train_examples": len(data.x_train),
+            "train_examples": manifest.train.examples,
             # Whole global batches of the repeated, reshuffled split.
             "examples_per_epoch": steps * global_batch,
-            "test_examples": len(x_test),
+            "test_examples": manifest.test.examples,
+            # The training shards each task read and their examples.
+            "shards": worker_shards(manifest, config.strategy, tf_config),
+            "skipped_examples": list(manifest.skipped),
             "history": {
                 key: [float(e.get(key, math.nan)) for e in epochs_done] for key in history_keys
             },
@@ -847,8 +988,12 @@ def _train(
             ),
             "restarts": hooks.restarts,
             "resumed_from_epoch": first_epoch or None,
-            "test_loss": float(test_loss),
-            "test_accuracy": float(test_accuracy),
+            "test_loss": final.loss,
+            "test_accuracy": final.accuracy,
+            "classes": list(manifest.classes),
+            "per_class_accuracy": final.per_class_accuracy(manifest.classes),
+            # Rows: the true class; columns: the predicted one.
+            "confusion_matrix": final.confusion.tolist(),
             "train_seconds": round(train_seconds, 3),
             "fit_seconds": round(fit_seconds, 3),
             "examples_per_second": round(examples / train_seconds, 1),
@@ -859,9 +1004,29 @@ def _train(
             "chief_host": socket.gethostname(),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
-        tmp = out / f".{METRICS_FILE}.tmp"
-        tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(out / METRICS_FILE)
+        _write_json(out / METRICS_FILE, metrics)
         remove_chief_backup(real_out / BACKUP_DIR)  # the results now hold what it held
         write_end(writer, metrics)
         return metrics
+
+
+def preprocessing(manifest: Manifest) -> dict[str, Any]:
+    """What ``preprocessing.json`` beside the model holds: all a prediction needs.
+
+    The dataset's ``preprocessing`` (image size, colour mode, CSV
+    statistics, ...) with its ``input_shape``, ``classes`` (logit ``i`` is
+    ``classes[i]``) and the ``dataset`` id.
+    """
+    return {
+        **manifest.preprocessing,
+        "input_shape": list(manifest.input_shape),
+        "classes": list(manifest.classes),
+        "dataset": manifest.id,
+    }
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as indented JSON through a temporary file: never half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -200,8 +200,9 @@ def prepare(
         settings: how to prepare it; ``shards`` is the number of training
             shard files (at least the number of workers).
         source: the downloaded file, for a registered dataset fetched by URL (``mnist``).
-        check_only: only validate the spec and the settings (the module's
-            ``check``), preparing nothing: returns ``(None, False)``.
+        check_only: prepare nothing: validate the spec and the settings (the
+            module's ``check``) and return ``(the manifest, False)`` if a
+            whole prepared copy is there, else ``(None, False)``.
 
     Returns:
         The manifest and whether it was written now.
@@ -221,14 +222,13 @@ def prepare(
         check = getattr(module, "check", None)
         if check is not None:
             check(spec, settings, source)
-        return None, False
     plan = module.plan(spec, settings, source)
     _check_plan(plan, module)
     if not plan.source:
         plan.source = spec if named else str(Path(spec).expanduser().resolve())
     cache_dir = Path(cache_dir)
     prepared = valid_prepared(cache_dir, dataset_id(plan, settings))
-    if prepared is not None:
+    if prepared is not None or check_only:
         return prepared, False
     return write_prepared(plan, settings, cache_dir), True
 

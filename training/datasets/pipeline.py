@@ -175,7 +175,9 @@ def train_dataset(
         manifest: the staged dataset.
         data_dir: the folder holding ``<id>/`` on this node.
         global_batch: examples per synchronous step over all replicas.
-        seed: shuffle seed.
+        seed: shuffle seed; each worker gives its own (``training.train``
+            adds its index), so that two workers' streams of equal length do
+            not pair the same examples in every global batch.
 
     Returns:
         Endless batches of (float32 (global_batch, *input_shape), int32 (global_batch,)).
