@@ -63,12 +63,21 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-def run_workers(script: str, *args: str, count: int = 2, timeout: float = 240) -> list[str]:
+def run_workers(
+    script: str,
+    *args: str,
+    count: int = 2,
+    timeout: float = 240,
+    logs: list[str] | None = None,
+    log_level: str = "2",
+) -> list[str]:
     """Run ``script`` as ``count`` MultiWorkerMirroredStrategy workers on 127.0.0.1.
 
     Each gets its TF_CONFIG (task ``worker``, its index) and the arguments;
     returns each worker's last stdout line, in task order. Fails the test,
-    with the end of its output, when a worker fails.
+    with the end of its output, when a worker fails. Each worker's stderr is
+    appended to ``logs`` when given; ``log_level`` is TF_CPP_MIN_LOG_LEVEL
+    (``1`` lets TensorFlow's warnings through).
     """
     cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(count)]}
     procs = []
@@ -78,7 +87,7 @@ def run_workers(script: str, *args: str, count: int = 2, timeout: float = 240) -
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "TF_USE_LEGACY_KERAS": "1",
-            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "TF_CPP_MIN_LOG_LEVEL": log_level,
             "TF_CONFIG": json.dumps(tf_config),
         }
         procs.append(
@@ -99,4 +108,6 @@ def run_workers(script: str, *args: str, count: int = 2, timeout: float = 240) -
                 proc.kill()
     for proc, (_, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err[-3000:]
+    if logs is not None:
+        logs.extend(err for _, err in outputs)
     return [out.strip().splitlines()[-1] for out, _ in outputs]

@@ -391,7 +391,7 @@ def test_step_bench_refuses_bad_input_before_training(
     assert main(["step-bench", "--models", "mnist_cnm", "--data-dir", str(tmp_path)]) == 2
     assert "model 'mnist_cnm' is unknown" in capsys.readouterr().err
     assert main(["step-bench", "--models", "mnist_cnn", "--data-dir", str(tmp_path)]) == 2
-    assert "mnist_5k.npz is missing; stage it with" in capsys.readouterr().err
+    assert "dataset mnist_5k is not prepared in" in capsys.readouterr().err
     assert main(["step-bench", "--models", ",", "--data-dir", str(tmp_path)]) == 2
     assert "--models is empty" in capsys.readouterr().err
     argv = ["step-bench", "--models", "mnist_cnn", "--data-dir", str(tmp_path)]

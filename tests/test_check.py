@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import threading
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports
-from training import data
+from training import datasets
 from training.cli import main
 from training.netcheck import NetCheckError, listen
 
@@ -19,7 +20,7 @@ from training.netcheck import NetCheckError, listen
 @pytest.fixture(scope="module")
 def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("datasets")
-    data.prepare("mnist_5k", folder)
+    datasets.prepare("mnist_5k", folder, datasets.Settings())
     return folder
 
 
@@ -34,8 +35,8 @@ def staged(tmp_path_factory: pytest.TempPathFactory) -> Path:
             ["--batch-size", "5000"],
             "4000 training examples are fewer than one step's global batch of 5000",
         ),
-        (["--dataset", "cifar10"], "dataset 'cifar10' is unknown"),
-        (["--dataset", "mnist"], "stage it with `ansible-playbook site.yml -e dataset=mnist`"),
+        (["--dataset", "cifar10"], "dataset=cifar10 is neither a prepared dataset in"),
+        (["--dataset", "mnist"], "stage it: ansible-playbook train.yml -e dataset=mnist (or"),
         (["--model", "resnet"], "model 'resnet' is unknown"),
         (["--steps-per-execution", "-1"], "steps_per_execution=-1 must be 0 (chosen for the"),
         (["--threads", "-1"], "threads=-1 must be 0 (share the CPUs) or more"),
@@ -250,3 +251,76 @@ def test_the_offset_offered_for_a_clashing_metrics_port_clears_the_hosts_ports(
     assert "above the spread of the host's ports (1000), such as -e" in err
     assert "training_run_metrics_port_offset=2000" in err
     assert main([*argv, "--metrics-port-offset", "2000"]) == 0
+
+
+@pytest.fixture
+def copy_of_staged(staged: Path, tmp_path: Path) -> tuple[Path, datasets.Manifest]:
+    """A copy of the staged mnist_5k, whose files a test may damage."""
+    (dataset,) = [p.name for p in staged.iterdir()]
+    shutil.copytree(staged / dataset, tmp_path / dataset)
+    return tmp_path, datasets.read_manifest(tmp_path, dataset)
+
+
+def test_a_task_needs_only_its_own_shards(
+    copy_of_staged: tuple[Path, datasets.Manifest],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data_dir, manifest = copy_of_staged
+    # worker-1 of 2 reads train shards 1, 3, ..., 11; worker-0 the others and the test split.
+    (data_dir / manifest.id / manifest.train.shards[0].file).unlink()
+    cluster = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}})
+    )
+    argv = ["check", "--data-dir", str(data_dir), "--dataset", manifest.id]
+    assert main(argv) == 0
+    as_worker_0(monkeypatch, cluster["worker"])
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{manifest.train.shards[0].file} is missing" in err
+    assert "Fix: stage it: ansible-playbook train.yml -e dataset=mnist_5k" in err
+    # The chief also reads the test split; a file of another size is named as well.
+    (data_dir / manifest.id / manifest.test.shards[0].file).write_bytes(b"")
+    assert main(argv) == 2
+    assert f"{manifest.test.shards[0].file} has 0 bytes, not 788000" in capsys.readouterr().err
+
+
+def test_a_run_of_more_workers_than_shards_is_refused(
+    staged: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_worker_0(monkeypatch, [f"127.0.0.1:{2222 + i}" for i in range(13)])
+    assert main(["check", "--data-dir", str(staged), "--batch-size", "8"]) == 2
+    assert "12 training shard files for 13 workers" in capsys.readouterr().err
+
+
+def test_task_shards_under_each_strategy(staged: Path) -> None:
+    from training.cluster import parse_tf_config
+    from training.train import task_shards, worker_shards
+
+    (dataset,) = [p.name for p in staged.iterdir()]
+    m = datasets.read_manifest(staged, dataset)
+    train, test = [s.file for s in m.train.shards], [s.file for s in m.test.shards]
+    assert [s.file for s in task_shards(m, "multi_worker_mirrored", None)] == train + test
+    cluster = {
+        "chief": ["127.0.0.1:2000"],
+        "ps": ["127.0.0.1:2001"],
+        "worker": ["127.0.0.1:2002", "127.0.0.1:2003", "127.0.0.1:2004"],
+    }
+
+    def files(kind: str, index: int, strategy: str = "parameter_server") -> list[str]:
+        spec = {"cluster": cluster, "task": {"type": kind, "index": index}}
+        tf_config = parse_tf_config(json.dumps(spec), strategy)
+        return [s.file for s in task_shards(m, strategy, tf_config)]
+
+    assert files("worker", 2) == train[2::3]
+    assert files("chief", 0) == test and files("ps", 0) == []
+    del cluster["ps"]
+    # multi_worker_mirrored with a chief: the chief is worker index 0 of 4.
+    assert files("chief", 0, "multi_worker_mirrored") == train[0::4] + test
+    assert files("worker", 0, "multi_worker_mirrored") == train[1::4]
+    spec = {"cluster": cluster, "task": {"type": "worker", "index": 0}}
+    record = worker_shards(m, "multi_worker_mirrored", parse_tf_config(json.dumps(spec)))
+    assert list(record) == ["chief-0", "worker-0", "worker-1", "worker-2"]
+    examples = sum(s.examples for s in m.train.shards[3::4])
+    assert record["worker-2"] == {"files": train[3::4], "examples": examples}

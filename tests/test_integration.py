@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import BIN, ROOT, run_playbook
+from training import datasets
 
 pytestmark = pytest.mark.integration
 
@@ -156,8 +157,9 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
     provisioned: None, tmp_path: Path
 ) -> None:
     data = tmp_path / "data"
-    data.mkdir()
-    shutil.copy(ROOT / ".cache" / "datasets" / "mnist_5k.npz", data)
+    cache = ROOT / ".cache" / "datasets"
+    dataset = datasets.prepared_id(cache, "mnist_5k")
+    shutil.copytree(cache / dataset, data / dataset)
     runs = tmp_path / "runs"
     play = start_train(
         runs,
@@ -169,7 +171,9 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
         "training_run_restart_delay_seconds=1",
     )
     wait_for_epoch(runs, 1)
-    (data / "mnist_5k.npz").unlink()  # every start of every task now fails
+    # Every start of worker-1 now fails: a shard it reads is gone.
+    (shard,) = (data / dataset).glob("train-00001-of-*.rec")
+    shard.unlink()
     kill_task(runs, "worker-1")
     output, _ = play.communicate(timeout=600)
     text = " ".join(output.split())
@@ -177,7 +181,7 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
     assert (
         "was restarted 1 time: the restart limit (training_run_max_restarts=1) is reached" in text
     )
-    assert "mnist_5k.npz is missing" in text  # the task's last log lines
+    assert f"{shard.name} is missing" in text  # the task's last log lines
     assert re.search(r"- worker-1 +failed ", output), output[-3000:]  # the status table
     assert json.loads((runs / "latest" / "run.json").read_text())["state"] == "failed"
     assert not training_processes()

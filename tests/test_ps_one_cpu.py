@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports
-from training import data
+from training import datasets
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ def test_parameter_server_trains_when_every_task_may_use_only_one_cpu(tmp_path: 
     # A node pinned to one core (a Pi-shaped container, a 1-vCPU VM): with inter-op
     # pools sized by the one CPU, the workers' first remote train function never
     # returns and the chief waits forever at 0% CPU.
-    data.prepare("mnist_5k", tmp_path / "datasets")
+    datasets.prepare("mnist_5k", tmp_path / "datasets", datasets.Settings())
     ps, worker0, worker1, chief = free_ports(4)
     cluster = {
         "chief": [f"127.0.0.1:{chief}"],

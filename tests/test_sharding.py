@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.conftest import run_workers
+from tests.test_datasets import file_ids, id_npz
+from training import datasets
 
 WORKER = """
 import json, sys
 import tensorflow as tf
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-from training import data
-from tests.test_data import _id_dataset, ids_of
-n, global_batch, epochs = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-steps = data.steps_per_epoch(n, global_batch)
+from training import datasets
+from training.datasets import pipeline
+from tests.test_datasets import ids_of
+data_dir, dataset = sys.argv[1], sys.argv[2]
+global_batch, epochs = int(sys.argv[3]), int(sys.argv[4])
+manifest = datasets.read_manifest(data_dir, dataset)
+steps = pipeline.steps_per_epoch(manifest.train.examples, global_batch)
 dist = strategy.experimental_distribute_dataset(
-    data.make_train_dataset(_id_dataset(n), global_batch, seed=11))
+    pipeline.train_dataset(manifest, data_dir, global_batch, seed=11))
 it = iter(dist)
 batches = []
 for _ in range(steps * epochs):
@@ -26,17 +32,31 @@ print(json.dumps({"steps": steps, "batches": batches}))
 """
 
 
-def test_workers_get_disjoint_halves_of_each_global_batch_for_every_step() -> None:
-    n, global_batch, epochs = 1001, 64, 2  # 1001 does not divide: the remainder is dropped
-    lines = run_workers(WORKER, str(n), str(global_batch), str(epochs))
+def test_each_worker_reads_only_its_own_shards(tmp_path: Path) -> None:
+    # 1001 examples in 4 shards of 251, 250, 250, 250: worker 0 reads shards 0 and 2,
+    # worker 1 shards 1 and 3 (TensorFlow's FILE policy), and nothing else.
+    source = id_npz(tmp_path / "ids.npz", 1001)
+    manifest, _ = datasets.prepare(str(source), tmp_path, datasets.Settings(shards=4))
+    global_batch, epochs = 64, 2
+    logs: list[str] = []
+    lines = run_workers(
+        WORKER, str(tmp_path), manifest.id, str(global_batch), str(epochs), logs=logs, log_level="1"
+    )
     results = [json.loads(line) for line in lines]
     steps = results[0]["steps"]
-    w0, w1 = results[0]["batches"], results[1]["batches"]
-    # Every worker runs the same number of steps, each on half the global batch.
-    assert len(w0) == len(w1) == steps * epochs
-    assert all(len(b) == global_batch // 2 for b in w0 + w1)
-    # Within a step the two halves are disjoint; within an epoch no example repeats.
-    for a, b in zip(w0, w1, strict=True):
-        assert not set(a) & set(b)
-    epoch_one = [i for b in w0[:steps] + w1[:steps] for i in b]
-    assert len(set(epoch_one)) == steps * global_batch
+    assert steps == 1001 // global_batch
+    for worker, result in enumerate(results):
+        batches = result["batches"]
+        # Every worker runs the same number of steps, each on half the global batch.
+        assert len(batches) == steps * epochs
+        assert all(len(b) == global_batch // 2 for b in batches)
+        seen = [i for b in batches for i in b]
+        # Only the examples of its own files, and no example twice within an epoch.
+        assert set(seen) <= file_ids(manifest, manifest.train_files(worker, 2))
+        epoch = seen[: steps * global_batch // 2]
+        assert len(set(epoch)) == len(epoch)
+    ids = [{i for b in r["batches"] for i in b} for r in results]
+    assert not ids[0] & ids[1]
+    # FILE sharding applied as asked: no fallback from AUTO, no sharding warning.
+    for log in logs:
+        assert "AUTO" not in log and "shard" not in log.lower(), log[-3000:]

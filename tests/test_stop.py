@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports
-from training import data
+from training import datasets
 from training.progress import PROGRESS_FILE, read_events
 
 pytestmark = pytest.mark.integration
@@ -25,7 +25,7 @@ EPOCHS = 2
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("datasets")
-    data.prepare("mnist_5k", folder)
+    datasets.prepare("mnist_5k", folder, datasets.Settings())
     return folder
 
 
