@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import free_ports, run_tensorflow_script
-from training import backup, data, tasklog
+from training import backup, datasets, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
 from training.plots import LOSS_PLOT, RATE_PLOT, plot_run
@@ -360,7 +360,7 @@ def test_a_chief_restarted_after_saving_its_results_ends_at_once(tmp_path: Path)
     # Killed after it wrote metrics.json and model.keras but before it exited, the chief is
     # started again; waiting startup_timeout for workers that have finished would fail the run.
     folder = tmp_path / "datasets"
-    data.prepare("mnist_5k", folder)
+    datasets.prepare("mnist_5k", folder, datasets.Settings())
     run = tmp_path / "run"
     run.mkdir()
     metrics = {"run_id": "r1", "model": "mnist_mlp", "strategy": "multi_worker_mirrored"}
@@ -404,7 +404,7 @@ def test_a_diverged_task_exits_with_the_status_no_supervisor_restarts(tmp_path: 
     # Restarted, it would resume from the same backup with the same step size and diverge
     # again: four starts and a run recorded as "the restart limit is reached".
     folder = tmp_path / "datasets"
-    data.prepare("mnist_5k", folder)
+    datasets.prepare("mnist_5k", folder, datasets.Settings())
     argv = [sys.executable, "-c", NAN_TRAIN, "train", "--epochs", "2", "--data-dir", str(folder)]
     argv += ["--output-dir", str(tmp_path / "run"), "--metrics-port-offset", "0"]
     env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
