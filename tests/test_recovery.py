@@ -17,7 +17,7 @@ from tests.conftest import free_ports, run_tensorflow_script
 from training import backup, datasets, tasklog
 from training.cluster import parse_tf_config
 from training.exporter import Exporter
-from training.plots import LOSS_PLOT, RATE_PLOT, plot_run
+from training.plots import CONFUSION_PLOT, LOSS_PLOT, RATE_PLOT, plot_run
 from training.progress import ProgressWriter, read_events
 from training.status import task_status
 from training.train import saved_results
@@ -296,6 +296,17 @@ def test_a_diverged_loss_is_written_as_strict_json_and_plotted_as_a_gap(tmp_path
 
 def test_a_run_without_epochs_gets_no_plots(tmp_path: Path) -> None:
     assert plot_run(tmp_path) == []
+
+
+def test_the_confusion_matrix_is_plotted_from_the_metrics(tmp_path: Path) -> None:
+    metrics = {
+        "test_accuracy": 0.75,
+        "classes": ["cat", "dog", "owl"],
+        "confusion_matrix": [[3, 1, 0], [0, 3, 1], [0, 0, 0]],  # no owl in the test split
+    }
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (written,) = plot_run(tmp_path)
+    assert written.name == CONFUSION_PLOT and written.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 RESUME_SCRIPT = """

@@ -6,6 +6,9 @@
   wall time since the run started (``tasks/<task>.jsonl``); restarts show as
   gaps and a marker. Under parameter_server only the chief runs ``fit``, so
   the one line is the whole cluster's rate as the chief counts it.
+- ``confusion_matrix.png``: the final test split's confusion matrix (the
+  chief's ``metrics.json``): rows the true class, columns the predicted one,
+  each cell's count, shaded by its share of the row.
 
 Uses matplotlib's non-interactive Agg backend: no display needed.
 """
@@ -23,6 +26,9 @@ from training.tasklog import TASKS_DIR
 
 LOSS_PLOT = "loss_accuracy.png"
 RATE_PLOT = "examples_per_second.png"
+CONFUSION_PLOT = "confusion_matrix.png"
+#: Most classes whose cells carry their counts; more would not be readable.
+ANNOTATED_CLASSES = 20
 
 
 def plot_run(run_dir: Path) -> list[Path]:
@@ -126,7 +132,48 @@ def plot_run(run_dir: Path) -> list[Path]:
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(path)
+
+    if metrics.get("confusion_matrix") and metrics.get("classes"):
+        written.append(_plot_confusion(plt, run_dir, metrics, title))
     return written
+
+
+def _plot_confusion(plt: Any, run_dir: Path, metrics: dict[str, Any], title: str) -> Path:
+    """Write ``confusion_matrix.png`` from the metrics' ``confusion_matrix`` and ``classes``."""
+    import numpy as np
+
+    counts = np.asarray(metrics["confusion_matrix"], dtype=float)
+    classes = [str(c) for c in metrics["classes"]]
+    rows = counts.sum(axis=1, keepdims=True)
+    share = np.divide(counts, rows, out=np.zeros_like(counts), where=rows > 0)
+    side = min(12.0, 3.0 + 0.45 * len(classes))
+    fig, ax = plt.subplots(figsize=(side + 1.5, side))
+    image = ax.imshow(share, cmap="Blues", vmin=0.0, vmax=1.0)
+    fig.colorbar(image, ax=ax, label="share of the true class")
+    ticks = range(len(classes))
+    ax.set_xticks(ticks, classes, rotation=90 if len(classes) > 10 else 0)
+    ax.set_yticks(ticks, classes)
+    ax.set(xlabel="predicted class", ylabel="true class")
+    if len(classes) <= ANNOTATED_CLASSES:
+        for i in ticks:
+            for j in ticks:
+                ax.text(
+                    j,
+                    i,
+                    f"{counts[i, j]:.0f}",
+                    ha="center",
+                    va="center",
+                    fontsize="small",
+                    color="white" if share[i, j] > 0.5 else "black",
+                )
+    accuracy = metrics.get("test_accuracy")
+    heading = "test split" + (f", accuracy {accuracy:.3f}" if accuracy is not None else "")
+    ax.set_title(f"{heading}\n{title}", fontsize="medium")
+    fig.tight_layout()
+    path = run_dir / CONFUSION_PLOT
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def _values(epochs: list[dict[str, Any]], key: str) -> list[float]:
