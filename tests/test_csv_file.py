@@ -243,7 +243,8 @@ def test_prepare_writes_records_that_decode_to_the_standardised_rows(
         want = sorted(zip(iris.target[rows].tolist(), map(tuple, expected.tolist()), strict=True))
         assert got == want, split
     assert datasets.prepare(str(iris_csv), tmp_path / "cache", settings) == (manifest, False)
+    # --check describes a dataset prepared already (Ansible's check mode stages from it).
     assert datasets.prepare(str(iris_csv), tmp_path / "cache", settings, check_only=True) == (
-        None,
+        manifest,
         False,
     )
