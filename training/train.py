@@ -707,12 +707,34 @@ def evaluate_model(model: Any, batches: Any, num_classes: int, keras: Any) -> Ev
     return Evaluation(loss / max(total, 1), float(np.trace(confusion)) / max(total, 1), confusion)
 
 
-def _evaluator(model: Any, manifest: Manifest, data_dir: str, keras: Any) -> Any:
-    """The chief's per-epoch test-split loss and accuracy of ``model``'s current weights."""
+def _evaluator(
+    model: Any, manifest: Manifest, data_dir: str, keras: Any, strategy: Any, tf: Any
+) -> Any:
+    """The chief's per-epoch test-split loss and accuracy of ``model``'s current weights.
+
+    A model with sync-on-read variables (BatchNormalization's moving mean and
+    variance) is evaluated through a copy built outside the strategy and
+    given this worker's own value of every variable: under
+    multi_worker_mirrored, reading such a variable outside a replica averages
+    it over the workers, a collective that the other workers, still
+    training, never join (the run fails with "Collective instance ...
+    expected type ..."). Other models are called directly.
+    """
+    on_read = tf.VariableSynchronization.ON_READ
+    local = any(getattr(w, "synchronization", None) == on_read for w in model.weights)
+    # Built here, outside the strategy's scope: ``fit`` runs its callbacks inside it,
+    # where a new variable is a distributed one, broadcast from the chief alone.
+    copy = keras.models.clone_model(model) if local else None
+
+    def current() -> Any:
+        if copy is None:
+            return model
+        copy.set_weights([strategy.experimental_local_results(w)[0].numpy() for w in model.weights])
+        return copy
 
     def evaluate() -> dict[str, float]:
         result = evaluate_model(
-            model,
+            current(),
             pipeline.test_dataset(manifest, data_dir, EVAL_CHUNK),
             len(manifest.classes),
             keras,
@@ -848,7 +870,7 @@ def _train(
         exporter=hooks.exporter,
         on_formed=hooks.on_formed,
         evaluate=(
-            _evaluator(model, manifest, config.data_dir, keras)
+            _evaluator(model, manifest, config.data_dir, keras, strategy, tf)
             if is_chief and config.epoch_eval
             else None
         ),
