@@ -330,8 +330,9 @@ def test_follow_brings_back_a_run_that_train_yml_stopped_following() -> None:
 def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
     """node3's dataset vanishes and worker-2 is killed: its unit stops at systemd's start limit."""
     runs = EPHEMERAL / "limit-runs"
-    dataset = "/var/lib/raspi-tf/datasets/mnist_5k.npz"
     n3 = node("node3")
+    # The staged mnist_5k folder (mnist_5k-<key>) that worker-2 reads its shards from.
+    dataset = n3.check_output("ls -d /var/lib/raspi-tf/datasets/mnist_5k-*/").rstrip("/")
     play = start_train("limit-mwms", runs, "-e", "training_run_startup_timeout=60")
     try:
         wait_for_epoch("limit-mwms", 1, play)
@@ -347,7 +348,8 @@ def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
     # The chief gave up waiting for worker-2, whose unit had stopped at the limit.
     # 1 + training_node_max_restarts (3) starts; systemd may count the refused 5th as a restart.
     assert re.search(r"worker-2 on node3 failed \(restarted [34] times\)", text), text[-4000:]
-    assert "mnist_5k.npz is missing" in text  # worker-2's last lines
+    # worker-2's last lines: its staged dataset is gone
+    assert re.search(r"dataset mnist_5k-\w+ is not in \S+: \S+ is missing", text), text[-4000:]
     assert re.search(r"the cluster did not form within 60 s .*not answering: worker-2", text)
     assert json.loads((runs / "limit-mwms" / "run.json").read_text())["state"] == "failed"
     for name in NODES:
