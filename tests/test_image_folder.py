@@ -327,6 +327,9 @@ def test_prepare_refuses_bad_images_then_skips_and_names_them(
         assert manifest.class_counts[split] == [counts[k] for k in range(len(CLASSES))]
 
     assert datasets.prepare(spec, tmp_path, skipping) == (manifest, False)
+    # Prepared once with the files skipped, the folder is still refused without the setting.
+    with pytest.raises(DatasetError, match="2 files cannot be read: .*skip_bad_images=true"):
+        datasets.prepare(spec, tmp_path, settings)
 
 
 def test_prepare_again_only_when_an_image_changes(folder: dict[str, Any], tmp_path: Path) -> None:

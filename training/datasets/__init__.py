@@ -41,6 +41,7 @@ from training.datasets.shards import (
     Split,
     dataset_id,
     read_manifest,
+    unreadable,
     valid_prepared,
     verify_files,
     write_prepared,
@@ -228,6 +229,10 @@ def prepare(
         plan.source = spec if named else str(Path(spec).expanduser().resolve())
     cache_dir = Path(cache_dir)
     prepared = valid_prepared(cache_dir, dataset_id(plan, settings))
+    if prepared is not None and prepared.skipped and not settings.skip_bad_images:
+        # Prepared before with skip_bad_images: its files are still unreadable, and
+        # leaving them out needs the user's say-so each time, as on the first prepare.
+        raise unreadable(plan.source, [(s["file"], s["reason"]) for s in prepared.skipped])
     if prepared is not None or check_only:
         return prepared, False
     return write_prepared(plan, settings, cache_dir), True

@@ -296,6 +296,21 @@ class _Writer:
         )
 
 
+def unreadable(source: str, bad: list[tuple[str, str]]) -> DatasetError:
+    """The refusal of a source with unreadable examples: ``bad`` is ``[(file, reason)]``.
+
+    It lists the first :data:`LISTED` with their reasons, the count, and the fix.
+    """
+    listed = "; ".join(f"{file} ({reason})" for file, reason in bad[:LISTED])
+    more = f"; and {len(bad) - LISTED} more" if len(bad) > LISTED else ""
+    them = "them" if len(bad) != 1 else "it"
+    return DatasetError(
+        f"{source}: {len(bad)} file{'s' if len(bad) != 1 else ''} cannot be read: "
+        f"{listed}{more}. Fix: replace or remove {them}, or leave {them} out with "
+        "-e skip_bad_images=true (the run names what it skipped)"
+    )
+
+
 def write_prepared(plan: Plan, settings: Settings, cache_dir: Path) -> Manifest:
     """Decode every example of ``plan`` into the shard files of ``<cache_dir>/<id>/``.
 
@@ -338,7 +353,8 @@ def write_prepared(plan: Plan, settings: Settings, cache_dir: Path) -> Manifest:
     if len(plan.train) < settings.shards:
         raise DatasetError(
             f"{plan.source}: {len(plan.train)} training examples cannot fill {settings.shards} "
-            "shard files (one a worker at least). Fix: fewer workers, or more examples"
+            "shard files (one a worker at least). Fix: fewer shards (-e training_data_shards=N, "
+            "at least the number of workers), or more examples"
         )
     dataset = dataset_id(plan, settings)
     size = record_bytes(tuple(plan.input_shape), plan.dtype)
@@ -378,15 +394,7 @@ def write_prepared(plan: Plan, settings: Settings, cache_dir: Path) -> Manifest:
                 kept += 1
         source = plan.source
         if bad and not settings.skip_bad_images:
-            listed = "; ".join(f"{file} ({reason})" for file, reason in bad[:LISTED])
-            more = f"; and {len(bad) - LISTED} more" if len(bad) > LISTED else ""
-            raise DatasetError(
-                f"{source}: {len(bad)} file{'s' if len(bad) != 1 else ''} cannot be read: "
-                f"{listed}{more}. Fix: replace or remove "
-                f"{'them' if len(bad) != 1 else 'it'}, or leave "
-                f"{'them' if len(bad) != 1 else 'it'} out with -e skip_bad_images=true "
-                "(the run names what it skipped)"
-            )
+            raise unreadable(source, bad)
         lost = [c for c, n in zip(plan.classes, train.class_counts, strict=True) if n == 0]
         if lost:
             why = f" after skipping {len(bad)} unreadable file(s)" if bad else ""
@@ -403,7 +411,8 @@ def write_prepared(plan: Plan, settings: Settings, cache_dir: Path) -> Manifest:
         if min(train.examples) == 0:
             raise DatasetError(
                 f"{source}: {sum(train.examples)} readable training examples cannot fill "
-                f"{settings.shards} shard files. Fix: fewer workers, or more examples"
+                f"{settings.shards} shard files. Fix: fewer shards (-e training_data_shards=N, at "
+                "least the number of workers), or more examples"
             )
         manifest = Manifest(
             id=dataset,
