@@ -110,8 +110,8 @@ def validate_settings(settings: Settings) -> None:
     ):
         problems.append(
             f"image_size={size!r} is not (height, width) with each side {MIN_SIDE} to "
-            f"{MAX_SIDE} pixels. Fix: -e image_size=64 (a square) or -e image_size=[96, 128] "
-            "(height, width)"
+            f"{MAX_SIDE} pixels. Fix: -e image_size=64 (a square) or -e image_size=96x128 "
+            "(height x width)"
         )
     if settings.color_mode not in COLOR_MODES:
         problems.append(

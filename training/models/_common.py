@@ -61,8 +61,9 @@ def image_shape(model: str, input_shape: tuple[int, ...], min_size: int = 1) -> 
             model,
             shape,
             f"it needs images of at least {min_size}x{min_size} pixels",
-            f"prepare the images at least that large (-e image_size={min_size}), or use "
-            "model=mnist_mlp, which takes any size",
+            f"for a folder of images, prepare them at least that large (-e "
+            f"image_size={min_size}); for smaller images use model=mnist_cnn or mnist_mlp, "
+            "which take any size",
         )
     return shape
 
