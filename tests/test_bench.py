@@ -26,6 +26,7 @@ def _case(
     strategy: str = "multi_worker_mirrored",
     dtype: str = "float32",
     started: float | None = START,
+    dataset: str = "mnist_5k-0123456789ab",
 ) -> None:
     run = root / name
     run.mkdir(parents=True)
@@ -36,6 +37,7 @@ def _case(
         json.dumps(
             {
                 "model": model,
+                "dataset_id": dataset,
                 "strategy": strategy,
                 "steady_examples_per_second": rate,
                 "global_batch_size": global_batch,
@@ -293,14 +295,15 @@ def test_a_target_not_met_says_not_met(tmp_path: Path, monkeypatch: pytest.Monke
         False,
         "0.70x (mnist_cnn: 700 against 1000 examples/s)",
     )
-    # The bench measured no nodes: those targets are neither met nor failed.
-    assert [t["met"] for t in by_target.values()].count(None) == 3
+    # The bench measured no nodes and no own data: those targets are neither met nor failed.
+    assert [t["met"] for t in by_target.values()].count(None) == 7
     text = bench.markdown(out)
     assert (
         "| 2 local workers at least 0.8x one process on the same cores "
         "| 0.70x (`mnist_cnn`: 700 against 1000 examples/s) | not met |" in text
     )
-    assert text.count("| not measured |") == 3
+    assert text.count("| not measured |") == 7
+    assert "Own data" not in text  # no data.json, no pipeline-<node>.json
     assert "  not met      2 local workers at least 0.8x" in bench.table(out)
 
 
@@ -461,3 +464,205 @@ def test_machine_writes_this_machines_facts(
     assert facts["cpu_model"] and facts["cores"] >= 1 and facts["python_version"]
     assert machine.read_machine(out.parent) == {**facts, "recorded": True}
     assert machine.read_machine(tmp_path)["recorded"] is False
+
+
+PHOTOS = "photos-0123456789ab"
+
+
+def _staging_rows(nodes: int, train: int, test: int, manifest: int) -> dict:
+    """The bytes a node holds of a split of 12 equal shards, as data-bench writes them."""
+    rows = []
+    for node in range(nodes):
+        held_train = train // nodes
+        held_test = test if node == 0 else 0
+        goal = train / nodes + held_test
+        held = manifest + held_train + held_test
+        rows.append(
+            {
+                "node": node,
+                "train_shards": 12 // nodes,
+                "train_bytes": held_train,
+                "test_bytes": held_test,
+                "bytes": held,
+                "goal": round(goal),
+                "ratio": round(held / goal, 4),
+            }
+        )
+    return {"nodes": nodes, "per_node": rows}
+
+
+def _own_data(root: Path, rss: tuple[int, int] = (800, 820), pipeline: float = 6400.0) -> None:
+    """A bench's own data: data.json, bench1's pipeline alone and pi_mobilenet's two cases.
+
+    ``rss``: the memory runs' peak RSS in MiB, smaller dataset first.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    train, test, manifest = 39_321_600, 9_830_400, 4_096
+    timing = {"seconds_per_1000": 1.5, "again_seconds_per_1000": 0.075, "bytes": 1}
+    data = {
+        "photos": {
+            "dir": str(root / "photos"),
+            "images": 4000,
+            "classes": [str(d) for d in range(10)],
+            "frame": [240, 320],
+            "bytes": 91_200_000,
+        },
+        "image_size": [64, 64],
+        # Larger first: the report puts them in order.
+        "prepare": [
+            {
+                "images": 16000,
+                "dataset": "photos_x4-0123456789ab",
+                "seconds": 24.0,
+                "again_seconds": 1.2,
+                "train_examples": 12800,
+                "test_examples": 3200,
+                **timing,
+            },
+            {
+                "images": 4000,
+                "dataset": PHOTOS,
+                "seconds": 6.0,
+                "again_seconds": 0.3,
+                "train_examples": 3200,
+                "test_examples": 800,
+                **timing,
+            },
+        ],
+        "memory": [
+            {
+                "dataset": dataset,
+                "train_examples": examples,
+                "model": "pi_mobilenet",
+                "epochs": 2,
+                "batch_size": 64,
+                "peak_rss_bytes": mib * 2**20,
+                "examples_per_second": 500.0,
+                "wall_seconds": 30.0,
+            }
+            for dataset, examples, mib in (
+                (PHOTOS, 3200, rss[0]),
+                ("photos_x4-0123456789ab", 12800, rss[1]),
+            )
+        ],
+        "staging": {
+            "dataset": PHOTOS,
+            "train_bytes": train,
+            "test_bytes": test,
+            "manifest_bytes": manifest,
+            "bytes": train + test + manifest,
+            "nodes": [_staging_rows(n, train, test, manifest) for n in (1, 2, 3)],
+        },
+    }
+    (root / "data.json").write_text(json.dumps(data))
+    (root / "pipeline-bench1.json").write_text(
+        json.dumps(
+            {
+                "host": "bench1",
+                "dataset": PHOTOS,
+                "batch_size": 64,
+                "threads": 1,
+                "batches": 100,
+                "seconds": 1.0,
+                "examples_per_second": pipeline,
+            }
+        )
+    )
+    one, two = "pi_mobilenet-1node-mwms-1000mbit", "pi_mobilenet-2node-mwms-1000mbit"
+    _case(root, one, 400.0, [0.8, 0.9], model="pi_mobilenet", dataset=PHOTOS)
+    _case(root, two, 740.0, [0.8, 0.9], model="pi_mobilenet", workers=2, dataset=PHOTOS)
+
+
+def test_report_sets_own_data_against_the_training_cases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 140_000)
+    _machine(tmp_path)
+    _own_data(tmp_path)
+    out = bench.report(tmp_path)
+
+    own = out["own_data"]
+    assert [r["images"] for r in own["prepare"]] == [4000, 16000]
+    (pipe,) = own["pipeline"]
+    assert pipe["case"] == "pi_mobilenet-1node-mwms-1000mbit"
+    assert pipe["ratio"] == 16.0  # 6400 examples/s alone against the 400 training consumes
+    assert own["memory"]["ratio"] == pytest.approx(820 / 800, abs=1e-3)
+    assert own["staging"]["ratio"] == max(
+        r["ratio"] for n in own["staging"]["nodes"] for r in n["per_node"]
+    )
+    (scaling,) = out["scaling"]
+    assert scaling["model"] == "pi_mobilenet" and scaling["efficiency"] == pytest.approx(0.925)
+
+    by_target = {t["target"]: t for t in bench.check_targets(out)}
+    classifier = by_target["image classifier 2-node efficiency at least 0.9 at 1 Gb/s"]
+    assert classifier["met"] is True
+    assert classifier["measured"].startswith("0.93 (pi_mobilenet, 400.0 examples/s on 1 node")
+    # The image classifier is not the compute-bound model of the older target.
+    compute = by_target["2-node efficiency at least 0.8 at 1 Gb/s (compute-bound model)"]
+    assert compute["met"] is None
+    pipeline = by_target[
+        "input pipeline alone at least 10x the examples/s training consumes on one bench node"
+    ]
+    assert (pipeline["met"], pipeline["measured"]) == (
+        True,
+        "16.0x (bench1: 6400 against 400.0 examples/s of pi_mobilenet)",
+    )
+    memory = by_target["a worker's peak RSS at 4x the dataset at most 1.1x that at 1x"]
+    assert memory["met"] is True
+    assert memory["measured"].startswith("1.02x: 820 MiB against 800 MiB (pi_mobilenet, 12800")
+    staging = next(t for t in by_target.values() if t["target"].startswith("bytes staged"))
+    # dataset.json weighs most beside the smallest share: a worker node of 3.
+    assert staging["measured"] == "at most 1.000x (3 nodes, node 1: 13.1 MB against 13.1 MB)"
+    assert staging["met"] is True
+
+    text = bench.table(out)
+    assert (
+        "\nOwn data:\n  photos: 4000 JPEGs of 320x240 pixels in 10 classes (91.2 MB), prepared "
+        "at 64x64 rgb\n" in text
+    )
+    assert "    4000 photos: 6.00 s, 1.50 s a 1,000; again, unchanged: 0.300 s, 0.075 s a" in text
+    assert "  input pipeline alone against training on the same node: met" in text
+    assert (
+        "    bench1: 6400 examples/s alone; pi_mobilenet-1node-mwms-1000mbit trains 400.0: 16.0x"
+        in text
+    )
+    assert "    16000 photos, 12800 training examples: 820 MiB (500 examples/s)" in text
+    assert "    4x the training examples: 1.02x the memory" in text
+    # The chief's node holds the test split besides its share of the training split.
+    assert "    3 nodes: 22.9 MB, 13.1 MB, 13.1 MB (its share: 22.9 MB, 13.1 MB, 13.1 MB)" in text
+    assert "  pi_mobilenet, 2 nodes at 1 Gb/s: efficiency 0.93: met" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+    md = bench.markdown({**out, "started": "2026-12-05T10:09:00Z"})
+    assert "\n## Own data\n" in md
+    assert "| 4000 | 6.00 s | 1.50 s | 0.300 s | 0.075 s |" in md
+    assert "| bench1 | 6400 | `pi_mobilenet-1node-mwms-1000mbit` | 400.0 | 16.0x |" in md
+    assert "Peak RSS of one training process (`pi_mobilenet`, 2 epochs of 64):" in md
+    assert "| 4000 | 3200 | 800 MiB | 500 |" in md and "| 16000 | 12800 | 820 MiB | 500 |" in md
+    assert "| 3 | 0 (chief) | 22.9 MB |" in md
+    assert md.count("**met**.") == 3
+
+
+def test_own_data_a_bench_did_not_measure_is_not_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bench, "_weights", lambda name: 140_000)
+    _own_data(tmp_path, rss=(800, 1200), pipeline=2000.0)
+    (tmp_path / "pi_mobilenet-1node-mwms-1000mbit" / "metrics.json").unlink()
+    out = bench.report(tmp_path)
+
+    (pipe,) = out["own_data"]["pipeline"]
+    assert pipe["ratio"] is None  # no 1-node case of its dataset finished
+    by_target = {t["target"]: t for t in bench.check_targets(out)}
+    assert by_target["image classifier 2-node efficiency at least 0.9 at 1 Gb/s"]["met"] is None
+    memory = by_target["a worker's peak RSS at 4x the dataset at most 1.1x that at 1x"]
+    assert memory["met"] is False  # 1.5x: memory grew with the dataset
+    text = bench.table(out)
+    assert "bench1: 2000 examples/s alone; no 1-node case trained on its dataset" in text
+    assert "peak RSS of one training process (pi_mobilenet, 2 epochs of 64): not met" in text
+
+    # Only the pipeline, no data.json: the section says what it lacks.
+    (tmp_path / "data.json").unlink()
+    own = bench.report(tmp_path)["own_data"]
+    assert own["prepare"] == [] and own["memory"] is None and own["staging"] is None
+    assert "This bench has no data.json" in "\n".join(bench.own_data_markdown({"own_data": own}))
