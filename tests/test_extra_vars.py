@@ -59,6 +59,23 @@ def test_only_an_inventory_name_close_to_a_known_one_is_taken_for_a_typo() -> No
     ]
 
 
+def test_a_role_fact_of_an_earlier_play_is_no_inventory_typo() -> None:
+    # Two train.yml in one ansible-playbook (molecule's side_effect): the second's check sees
+    # the facts the first set (training_data_prepared is close to training_run_dataset_prepared).
+    names = {"node1": {"training_data_prepared", "tf_cluster_spec", "batch_size"}}
+    assert lookup.misspelt(names, lookup.known_names()) == []
+
+
+def test_the_refusal_names_the_inventory_when_localhost_is_not_in_it(tmp_path: Path) -> None:
+    # The checks run on localhost; an inventory of nodes only gives it no inventory_dir.
+    inventory = tmp_path / "nodes.yml"
+    inventory.write_text("all:\n  hosts:\n    node1:\n      epoch: 3\n")
+    result = run_playbook("playbooks/check_extra_vars.yml", "-i", str(inventory))
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert f"Fix: rename it epochs (did you mean epochs?) in {inventory}" in text, text[-2000:]
+
+
 def test_a_misspelt_inventory_variable_stops_the_playbook_before_it_starts(tmp_path: Path) -> None:
     # A typo in group_vars would leave the default in place, silently: -e epoch=3 is refused,
     # so `epoch: 3` in the inventory must be too, not train 8 epochs.

@@ -65,6 +65,29 @@ def _keys(path: Path) -> set[str]:
     return set(data) if isinstance(data, dict) else set()
 
 
+#: The modules whose arguments name facts a task sets on its host.
+SET_FACT = ("ansible.builtin.set_fact", "set_fact")
+
+
+def _facts(tasks: Any) -> set[str]:
+    """The names that ``set_fact`` tasks in a task list set, blocks included.
+
+    A role's facts (``training_data_prepared``, ``tf_cluster_spec``) stay
+    among a host's variables for the later plays of the same
+    ``ansible-playbook``: they are known names, not an inventory's misspellings.
+    """
+    names: set[str] = set()
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, dict):
+            continue
+        for module in SET_FACT:
+            if isinstance(task.get(module), dict):
+                names |= {name for name in task[module] if name != "cacheable"}
+        for section in ("block", "rescue", "always"):
+            names |= _facts(task.get(section))
+    return names
+
+
 def known_names(repo: Path = REPO) -> set[str]:
     """Every variable name a raspi-tf playbook or role reads.
 
@@ -82,6 +105,8 @@ def known_names(repo: Path = REPO) -> set[str]:
         specs = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {})
         for entry in specs.values():
             names |= set(entry.get("options", {}))
+    for path in roles.glob("*/tasks/*.yml"):
+        names |= _facts(yaml.safe_load(path.read_text()))
     texts = [*roles.rglob("*.yml"), *roles.rglob("*.j2"), *(repo / "playbooks").glob("*.yml")]
     for path in texts:
         text = path.read_text()
