@@ -328,7 +328,7 @@ def test_prepare_refuses_bad_images_then_skips_and_names_them(
 
     assert datasets.prepare(spec, tmp_path, skipping) == (manifest, False)
     # Prepared once with the files skipped, the folder is still refused without the setting.
-    with pytest.raises(DatasetError, match="2 files cannot be read: .*skip_bad_images=true"):
+    with pytest.raises(DatasetError, match=r"2 files cannot be read: .*skip_bad_images=true"):
         datasets.prepare(spec, tmp_path, settings)
 
 
