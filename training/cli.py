@@ -17,6 +17,10 @@ Commands:
 - ``machine``: this machine's CPU model, cores, memory and versions, as JSON.
 - ``all-reduce-bench``: time the all-reduce alone, in lockstep, on every worker of a cluster.
 - ``step-bench``: when each training step starts, a model training alone on this node.
+- ``bench-photos``: write the benchmark's folder of camera-like photos.
+- ``data-bench``: the benchmark's own-data figures of the control node (preparing, memory,
+  bytes staged), as JSON.
+- ``pipeline-bench``: examples/s the training input pipeline alone delivers on this node.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -37,6 +41,13 @@ from training import datasets, models
 from training.backup import BackupSyncError
 from training.bench import DEFAULT_TARGET, BenchError
 from training.cluster import STRATEGY_JOBS, ClusterConfigError, parse_tf_config
+from training.data_bench import (
+    DEFAULT_BATCH,
+    DEFAULT_EPOCHS,
+    DEFAULT_IMAGES,
+    DEFAULT_MODEL,
+    DEFAULT_MULTIPLE,
+)
 from training.follow import FollowError
 from training.launcher import LaunchError
 from training.netcheck import NetCheckError, check_own_address
@@ -320,6 +331,70 @@ def build_parser() -> argparse.ArgumentParser:
     )
     steps.add_argument("--host", default="", help="the node's name in the files' names")
 
+    photos = sub.add_parser(
+        "bench-photos", help="write the benchmark's folder of camera-like photos unless it is there"
+    )
+    photos.add_argument("--out", required=True, type=Path, help="the folder to write")
+    photos.add_argument(
+        "--images", type=_photo_count, default=DEFAULT_IMAGES, help="photos (default %(default)s)"
+    )
+
+    data = sub.add_parser(
+        "data-bench",
+        help="time preparing photos, read a worker's peak memory at 1x and 4x, count bytes staged",
+    )
+    data.add_argument(
+        "--photos",
+        required=True,
+        type=Path,
+        help="the bench's photo folder, written unless it is there (make bench: "
+        "runs/bench-<id>/photos)",
+    )
+    data.add_argument(
+        "--out", required=True, type=Path, help="the JSON to write (runs/bench-<id>/data.json)"
+    )
+    data.add_argument(
+        "--images", type=_photo_count, default=DEFAULT_IMAGES, help="photos (default %(default)s)"
+    )
+    data.add_argument(
+        "--multiple",
+        type=int,
+        default=DEFAULT_MULTIPLE,
+        help="the larger dataset is this many times the photos (default %(default)s)",
+    )
+    data.add_argument(
+        "--model", default=DEFAULT_MODEL, help="model of the memory runs (default %(default)s)"
+    )
+    data.add_argument(
+        "--epochs",
+        type=int,
+        default=DEFAULT_EPOCHS,
+        help="epochs a memory run (default %(default)s)",
+    )
+    data.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH,
+        help="examples a step of the memory runs (default %(default)s)",
+    )
+
+    pipe = sub.add_parser(
+        "pipeline-bench", help="examples/s the training input pipeline alone delivers here"
+    )
+    pipe.add_argument("--data-dir", required=True, help="folder of the staged datasets")
+    pipe.add_argument("--dataset", required=True, help="the prepared dataset's id")
+    pipe.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH,
+        help="examples a batch (default %(default)s)",
+    )
+    pipe.add_argument(
+        "--seconds", type=float, default=20.0, help="wall seconds timed (default %(default)s)"
+    )
+    pipe.add_argument("--host", default="", help="the node's name, recorded in the JSON")
+    pipe.add_argument("--output", type=Path, help="also write the JSON here")
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -459,6 +534,21 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def _photo_count(text: str) -> int:
+    """A number of bench photos for argparse: one of each class at least."""
+    from training.bench_photos import CLASSES
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < len(CLASSES):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of photos; give {len(CLASSES)} or more (one a class)"
+        )
+    return value
+
+
 def _accuracy(text: str) -> float:
     """A test accuracy for argparse: a number above 0 and at most 1."""
     try:
@@ -546,7 +636,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "check":
-        from training.train import check, oversubscribed
+        from training.train import check, few_steps, oversubscribed
 
         if args.tf_config_file:
             try:
@@ -559,12 +649,15 @@ def _dispatch(args: argparse.Namespace) -> int:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             models.get(args.model)
         else:
-            warning = oversubscribed(config, check(config))
-            if warning:
+            tf_config = check(config)
+            warnings = [oversubscribed(config, tf_config)]
+            if tf_config is None or tf_config.task.type != "ps":  # a ps reads no data
+                manifest = datasets.read_manifest(
+                    config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
+                )
+                warnings.append(few_steps(config, tf_config, manifest.train.examples))
+            for warning in filter(None, warnings):
                 print(f"warning: {warning}", file=sys.stderr)
-            manifest = datasets.read_manifest(
-                config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
-            )
         if args.own_address:
             tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             if tf_config is not None and tf_config.task.host:
@@ -645,6 +738,39 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "step-bench":
         return _step_bench(args)
+    if args.command == "bench-photos":
+        from training.bench_photos import read_photo_folder, write_photo_folder
+
+        if args.out.exists():
+            print(json.dumps(read_photo_folder(args.out)))
+        else:
+            print(json.dumps(write_photo_folder(args.out, args.images)))
+        return 0
+    if args.command == "data-bench":
+        from training.bench import own_data, own_data_lines
+        from training.data_bench import data_bench
+
+        result = data_bench(
+            args.photos,
+            args.out,
+            args.images,
+            args.multiple,
+            args.model,
+            args.epochs,
+            args.batch_size,
+        )
+        print("\n".join(own_data_lines({"own_data": own_data(result, [], [])})))
+        print(f"Figures: {args.out}")
+        return 0
+    if args.command == "pipeline-bench":
+        from training.data_bench import pipeline_rate
+
+        rate = pipeline_rate(args.data_dir, args.dataset, args.batch_size, args.seconds)
+        text = json.dumps({"host": args.host, **rate}) + "\n"
+        if args.output:
+            _write_atomically(args.output, text)
+        print(text, end="")
+        return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line
 
