@@ -500,3 +500,21 @@ def test_check_model_passes_a_model_that_fits(
     name: str, shape: tuple[int, ...], classes: int
 ) -> None:
     models.check_model(name, shape, classes, models.learning_rate(name), 2)
+
+
+def test_a_keras_3_model_file_is_refused_with_the_import_to_use(tmp_path: Path) -> None:
+    # Keras 3's fit fails under both distribution strategies, after the run has started.
+    path = tmp_path / "keras3_model.py"
+    path.write_text(
+        "import keras\n\n\n"
+        "def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):\n"
+        "    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),\n"
+        "                              keras.layers.Dense(num_classes)])\n"
+        "    model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n"
+        "    return model\n"
+    )
+    with pytest.raises(models.ModelError) as err:
+        models.check_model(str(path), (8, 8, 3), 2, 0.001)
+    assert f"{path}: build() returned a keras." in str(err.value)
+    assert "not a tf-keras model" in str(err.value)
+    assert "Fix: import tf_keras as keras, not import keras" in str(err.value)

@@ -243,6 +243,16 @@ def build(
             "model. Fix: end build() with return compile_model(model, learning_rate, "
             "steps_per_execution) (from training.models import compile_model)"
         )
+    import tf_keras
+
+    if not isinstance(model, tf_keras.Model):
+        kind = f"{type(model).__module__}.{type(model).__name__}"
+        raise ModelError(
+            f"{where}: build() returned a {kind}, not a tf-keras model: TensorFlow 2.21's "
+            "MultiWorkerMirroredStrategy and ParameterServerStrategy train tf-keras models "
+            "only (Keras 3 fails in its first distributed step). Fix: import tf_keras as keras, "
+            "not import keras, in the model file"
+        )
     return model
 
 
