@@ -567,3 +567,9 @@ def test_preprocessing_json_holds_what_a_prediction_needs(mnist_5k_dir: Path) ->
         "classes": list("0123456789"),
         "dataset": m.id,
     }
+
+
+@pytest.mark.parametrize("spec", ["", "  "])
+def test_an_empty_dataset_is_refused_not_taken_for_the_current_folder(spec: str) -> None:
+    with pytest.raises(datasets.DatasetError, match=r"dataset is empty\. Fix: -e dataset=mnist_5k"):
+        datasets.resolve(spec)

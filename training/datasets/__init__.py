@@ -88,9 +88,16 @@ def resolve(spec: str) -> ModuleType:
     """The module that prepares dataset ``spec``: a registered name or a control-node path.
 
     Raises:
-        DatasetError: a name that is not registered and a path that does not
-            exist, or that no module takes; the message lists the choices.
+        DatasetError: an empty spec, a name that is not registered and a path
+            that does not exist, or that no module takes; the message lists the
+            choices.
     """
+    if not spec.strip():
+        # Path("") is the current folder: an empty -e dataset= must not prepare it.
+        raise DatasetError(
+            f"dataset is empty. Fix: -e dataset=mnist_5k ({', '.join(known_names())}), or the "
+            "path of a folder of images (one subfolder per class), a .csv or an .npz file"
+        )
     modules = _modules()
     for module in modules:
         if getattr(module, "NAME", None) == spec:
