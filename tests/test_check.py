@@ -324,3 +324,25 @@ def test_task_shards_under_each_strategy(staged: Path) -> None:
     assert list(record) == ["chief-0", "worker-0", "worker-1", "worker-2"]
     examples = sum(s.examples for s in m.train.shards[3::4])
     assert record["worker-2"] == {"files": train[3::4], "examples": examples}
+
+
+def test_a_run_of_few_steps_is_warned_with_the_fix() -> None:
+    # 240 photos at 64 a worker on two workers: one step an epoch, 8 in all.
+    from training.cluster import parse_tf_config
+    from training.train import TrainConfig, few_steps
+
+    two = parse_tf_config(
+        json.dumps(
+            {
+                "cluster": {"worker": ["127.0.0.1:23456", "127.0.0.1:23457"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        )
+    )
+    warning = few_steps(TrainConfig(epochs=8, batch_size=64), two, 240)
+    assert warning == (
+        "240 training examples make 1 step an epoch at a global batch of 128, 8 in all 8 "
+        "epochs: too few for the model to learn much. Fix: a smaller batch_size (such as -e "
+        "batch_size=16) or more epochs, for at least 100 steps"
+    )
+    assert few_steps(TrainConfig(epochs=8, batch_size=64), two, 4000) is None  # mnist_5k: 248

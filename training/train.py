@@ -231,6 +231,44 @@ def check(config: TrainConfig) -> TFConfig | None:
     return tf_config
 
 
+#: Fewest optimizer steps in a whole run (epochs x steps per epoch) below which
+#: :func:`few_steps` warns. Adam (Kingma and Ba, ICLR 2015) at its default
+#: step size of 0.001 moves each weight by at most about that much a step: a
+#: hundred steps are where the models of ``training/models/`` start to learn
+#: (mnist_cnn on mnist_5k runs 248 in 8 epochs on two workers).
+MIN_RUN_STEPS = 100
+
+
+def few_steps(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> str | None:
+    """A warning when the whole run makes fewer than :data:`MIN_RUN_STEPS` steps.
+
+    A small dataset (a few hundred photos) at the default batch of 64 a
+    worker makes one or two steps an epoch: the run succeeds and its model
+    has barely trained (test accuracy at chance), with no error to say why.
+
+    Args:
+        config: the task's settings (epochs, batch_size, strategy).
+        tf_config: the task's TF_CONFIG, None for one process alone.
+        n_train: examples in the training split.
+
+    Returns:
+        The warning, with the steps and the fix, or None.
+    """
+    replicas = 1
+    if tf_config is not None and config.strategy == "multi_worker_mirrored":
+        replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
+    batch = config.batch_size * replicas
+    steps = n_train // batch
+    if steps * config.epochs >= MIN_RUN_STEPS:
+        return None
+    return (
+        f"{n_train} training examples make {plural(steps, 'step')} an epoch at a global batch "
+        f"of {batch}, {steps * config.epochs} in all {config.epochs} epochs: too few for the "
+        f"model to learn much. Fix: a smaller batch_size (such as -e batch_size=16) or more "
+        f"epochs, for at least {MIN_RUN_STEPS} steps"
+    )
+
+
 def task_shards(manifest: Manifest, strategy: str, tf_config: TFConfig | None) -> list[ShardFile]:
     """The shard files this task reads, which its node must hold.
 
