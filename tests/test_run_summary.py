@@ -23,9 +23,11 @@ def test_an_image_folder_is_named_with_its_classes_shape_split_and_skipped_files
         "train_examples": 812,
         "test_examples": 203,
         "skipped": [{"file": "dog/x.jpg", "reason": "truncated"}, {"file": "a.png", "reason": ""}],
+        "ignored_files": 3,  # a .webp, a .heic, notes.txt: not images raspi-tf reads
     }
     assert text(data, "/home/me/photos") == (
-        "photos (3 classes, 64x64x3; 812 train / 203 test images; 2 files skipped)"
+        "photos (3 classes, 64x64x3; 812 train / 203 test images; 2 files skipped; "
+        "3 other files ignored)"
     )
 
 

@@ -26,14 +26,16 @@ def training_run_dataset_text(data: Mapping[str, Any] | None, spec: str) -> str:
 
     Args:
         data: ``id``, ``input_shape``, ``classes`` (names), ``train_examples``,
-            ``test_examples`` and ``skipped`` (a list of skipped files, or their count); ``name``
+            ``test_examples``, ``skipped`` (a list of skipped files, or their count) and
+            ``ignored_files`` (files that are not examples); ``name``
             when given, else the id without its key. Empty for a run recorded before datasets
             were prepared with an id.
         spec: the dataset as the user named it, used when ``data`` is empty.
 
     Returns:
         ``'<name> (<n> classes, <H>x<W>[x<C>]; <train> train / <test> test images[; <k> files
-        skipped])'``; for 1-D features (a CSV's rows) ``<n> features`` and "examples".
+        skipped][; <m> other files ignored])'``; for 1-D features (a CSV's rows) ``<n>
+        features`` and "examples".
     """
     if not data or "id" not in data:
         return str(spec)
@@ -53,6 +55,10 @@ def training_run_dataset_text(data: Mapping[str, Any] | None, spec: str) -> str:
     count = skipped if isinstance(skipped, int) else len(skipped or [])
     if count:
         parts.append(f"{_count(count, 'file', 'files')} skipped")
+    ignored = int(data.get("ignored_files") or 0)
+    if ignored:
+        # Files of other types (a .webp, a .heic, notes): the user sees that some were left out.
+        parts.append(f"{_count(ignored, 'other file', 'other files')} ignored")
     return f"{name} ({'; '.join(parts)})"
 
 
