@@ -533,6 +533,7 @@ def _own_data(root: Path, rss: tuple[int, int] = (800, 820), pipeline: float = 6
             {
                 "dataset": dataset,
                 "train_examples": examples,
+                "test_examples": examples // 4,
                 "model": "pi_mobilenet",
                 "epochs": 2,
                 "batch_size": 64,
@@ -626,7 +627,9 @@ def test_report_sets_own_data_against_the_training_cases(
         "    bench1: 6400 examples/s alone; pi_mobilenet-1node-mwms-1000mbit trains 400.0: 16.0x"
         in text
     )
-    assert "    16000 photos, 12800 training examples: 820 MiB (500 examples/s)" in text
+    assert (
+        "    16000 photos, 12800 training and 3200 test examples: 820 MiB (500 examples/s)" in text
+    )
     assert "    4x the training examples: 1.02x the memory" in text
     # The chief's node holds the test split besides its share of the training split.
     assert "    3 nodes: 22.9 MB, 13.1 MB, 13.1 MB (its share: 22.9 MB, 13.1 MB, 13.1 MB)" in text
@@ -638,7 +641,8 @@ def test_report_sets_own_data_against_the_training_cases(
     assert "| 4000 | 6.00 s | 1.50 s | 0.300 s | 0.075 s |" in md
     assert "| bench1 | 6400 | `pi_mobilenet-1node-mwms-1000mbit` | 400.0 | 16.0x |" in md
     assert "Peak RSS of one training process (`pi_mobilenet`, 2 epochs of 64):" in md
-    assert "| 4000 | 3200 | 800 MiB | 500 |" in md and "| 16000 | 12800 | 820 MiB | 500 |" in md
+    assert "| 4000 | 3200 | 800 | 800 MiB | 500 |" in md
+    assert "| 16000 | 12800 | 3200 | 820 MiB | 500 |" in md
     assert "| 3 | 0 (chief) | 22.9 MB |" in md
     assert md.count("**met**.") == 3
 

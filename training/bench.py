@@ -1127,8 +1127,9 @@ def _multiple(memory: dict[str, Any]) -> int:
 def _memory_line(own: dict[str, Any], run: dict[str, Any]) -> str:
     photos = _images_of(own, run["dataset"])
     of = f"{photos} photos, " if photos else ""
+    test = f" and {run['test_examples']} test" if "test_examples" in run else ""
     return (
-        f"{of}{run['train_examples']} training examples: {_mib(run['peak_rss_bytes'])} "
+        f"{of}{run['train_examples']} training{test} examples: {_mib(run['peak_rss_bytes'])} "
         f"({run['examples_per_second']:.0f} examples/s)"
     )
 
@@ -1263,11 +1264,12 @@ def own_data_markdown(out: dict[str, Any]) -> list[str]:
         head = _memory_head(memory, _code)
         lines += ["", "### A worker's peak memory", "", f"{head[0].upper()}{head[1:]}:", ""]
         lines += _md_table(
-            ["photos", "training examples", "peak RSS", "examples/s"],
+            ["photos", "training examples", "test examples", "peak RSS", "examples/s"],
             [
                 [
                     str(_images_of(own, run["dataset"]) or "-"),
                     str(run["train_examples"]),
+                    str(run.get("test_examples", "-")),
                     _mib(run["peak_rss_bytes"]),
                     f"{run['examples_per_second']:.0f}",
                 ]

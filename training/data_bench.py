@@ -14,12 +14,14 @@ node before its training cases (:func:`data_bench`). It
 3. does the same with a folder of ``multiple`` times as many photos (the
    first ones the same);
 4. trains the model in one process (``python -m training train``, a
-   subprocess) on each of the two prepared datasets and reads each
-   process's peak resident memory (``ru_maxrss`` of ``os.wait4``): the tasks
-   stream the shards through a shuffle buffer of at most
-   :data:`training.datasets.pipeline.SHUFFLE_BUFFER_BYTES`, so from the size
-   at which the training split fills it, a worker's memory should not grow
-   with the dataset;
+   subprocess: a worker and its own chief) on each of the two prepared
+   datasets and reads each process's peak resident memory (``ru_maxrss`` of
+   ``os.wait4``). A task streams the shards through a shuffle buffer of at
+   most :data:`training.datasets.pipeline.SHUFFLE_BUFFER_BYTES`, and the
+   chief evaluates the test split in batches of
+   :data:`training.train.EVAL_CHUNK` with
+   :data:`training.datasets.pipeline.PREFETCH_BATCHES` more decoded ahead,
+   so once the splits fill those, its memory does not grow with the dataset;
 5. counts the bytes each node holds of the smaller dataset for 1, 2 and 3
    nodes (:func:`staged_bytes`), by the rule ``roles/training_data`` stages
    by.
@@ -52,8 +54,10 @@ from training.datasets.shards import MANIFEST_FILE, Manifest
 
 log = logging.getLogger(__name__)
 
-#: Photos of the smaller dataset: its training split (four fifths) fills the
-#: shuffle buffer at 64x64x3, so its worker's memory is the flat part of the curve.
+#: Photos of the bench's folder and of the smaller dataset: at 64x64x3 its
+#: training split (four fifths) already fills the shuffle buffer; its test
+#: split is smaller than the chief's evaluation batches in flight, which the
+#: larger dataset's fill. Also the bench's pi_mobilenet cases' photos.
 DEFAULT_IMAGES = 4000
 #: The larger dataset is this many times the smaller.
 DEFAULT_MULTIPLE = 4
@@ -200,9 +204,9 @@ def train_peak_rss(
     use, whose ``ru_maxrss`` is its peak resident set (KiB on Linux).
 
     Returns:
-        ``dataset``, ``train_examples``, ``model``, ``epochs``,
-        ``batch_size``, ``peak_rss_bytes``, ``examples_per_second`` (the
-        run's steady rate) and ``wall_seconds``.
+        ``dataset``, ``train_examples``, ``test_examples``, ``model``,
+        ``epochs``, ``batch_size``, ``peak_rss_bytes``,
+        ``examples_per_second`` (the run's steady rate) and ``wall_seconds``.
 
     Raises:
         DataBenchError: the run failed; the message ends with its log's last lines.
@@ -252,6 +256,7 @@ def train_peak_rss(
     return {
         "dataset": manifest.id,
         "train_examples": manifest.train.examples,
+        "test_examples": manifest.test.examples,
         "model": model,
         "epochs": epochs,
         "batch_size": batch_size,
