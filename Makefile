@@ -72,8 +72,9 @@ endif
 BENCH_DIR := $(abspath runs)/bench-$(BENCH_ID)
 BENCH_RUN = ansible-playbook train.yml -e model=mnist_cnn -e training_run_runs_dir=$(BENCH_DIR)
 
-bench: install images ## measure speed-up, all-reduce and time to accuracy on Pi-shaped nodes (~40 min, idle machine)
+bench: install images ## measure speed-up, all-reduce, time to accuracy and own data on Pi-shaped nodes (~50 min, idle machine)
 	python -m training machine --out $(BENCH_DIR)/machine.json
+	python -m training data-bench --photos $(BENCH_DIR)/photos --out $(BENCH_DIR)/data.json
 	ansible-playbook site.yml
 	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-2workers
 	$(BENCH_RUN) -e training_run_id=mnist_cnn-local-1worker -e batch_size=128 \
