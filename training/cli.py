@@ -12,6 +12,8 @@ Commands:
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
 - ``startup-watchdog``: started by ``train``, ends it if its cluster does not form in time.
 - ``plot``: PNG plots of a run.
+- ``export``: a finished run's model as TFLite float32 and int8 variants, each scored.
+- ``predict``: classify images, camera frames or CSV rows with a run's TFLite model.
 - ``bench``: the benchmark's comparisons of a ``runs/bench-<id>`` folder, and
   with ``--docs`` its Markdown results file.
 - ``machine``: this machine's CPU model, cores, memory and versions, as JSON.
@@ -395,6 +397,43 @@ def build_parser() -> argparse.ArgumentParser:
     pipe.add_argument("--host", default="", help="the node's name, recorded in the JSON")
     pipe.add_argument("--output", type=Path, help="also write the JSON here")
 
+    export = sub.add_parser(
+        "export",
+        help="write a finished run's model as TFLite variants and score each on the test split",
+    )
+    export.add_argument("--run-dir", type=Path, required=True, help="the run's folder")
+    export.add_argument(
+        "--data-dir",
+        type=Path,
+        required=True,
+        help="the folder holding the run's prepared dataset (the control node's cache)",
+    )
+    export.add_argument(
+        "--variants",
+        default="float32",
+        help="comma-separated: float32 (always), dynamic_int8, int8 (default: %(default)s)",
+    )
+    export.add_argument(
+        "--max-accuracy-drop",
+        type=float,
+        default=0.02,
+        help="a variant losing more test accuracy than this is reported (default: %(default)s)",
+    )
+
+    predict = sub.add_parser(
+        "predict", help="classify images, camera frames or CSV rows with a run's TFLite model"
+    )
+    predict.add_argument(
+        "--model", required=True, help="a folder holding model*.tflite and preprocessing.json"
+    )
+    predict.add_argument("--variant", default="float32", help="float32, dynamic_int8 or int8")
+    predict.add_argument("--images", help="an image file or a folder of them")
+    predict.add_argument("--csv", help="a CSV file with the model's feature columns")
+    predict.add_argument("--camera", help="a camera's index or device path, read with OpenCV")
+    predict.add_argument("--frames", type=int, default=1, help="camera frames to classify")
+    predict.add_argument("--top", type=int, default=3, help="classes to print an input")
+    predict.add_argument("--threads", type=int, help="interpreter threads (default: all cores)")
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -771,6 +810,29 @@ def _dispatch(args: argparse.Namespace) -> int:
             _write_atomically(args.output, text)
         print(text, end="")
         return 0
+    if args.command == "export":
+        from training import tflite
+
+        try:
+            variants = tflite.parse_variants(args.variants)
+            result = tflite.export_run(
+                args.run_dir, args.data_dir, variants, args.max_accuracy_drop
+            )
+        except tflite.ExportError as e:
+            print(f"export: {e}", file=sys.stderr)
+            return 2
+        keras_accuracy = json.loads((args.run_dir / "metrics.json").read_text())["test_accuracy"]
+        print("\n".join(tflite.summary(result, keras_accuracy)))
+        return 0
+    if args.command == "predict":
+        from training import predict as predicting
+
+        if args.camera is not None and args.camera.isdigit():
+            args.camera = int(args.camera)
+        if not (args.images or args.csv or args.camera is not None):
+            print("predict: give --images, --csv or --camera", file=sys.stderr)
+            return 2
+        return predicting.run(args)
     if args.command == "recovery":
         from training.tasklog import recovery_line
 

@@ -107,7 +107,7 @@ def interpreter(model: bytes | str | Path, threads: int | None = None) -> Any:
     except ImportError:  # a control node without ai-edge-litert
         import tensorflow as tf
 
-        Interpreter = tf.lite.Interpreter  # noqa: N806
+        Interpreter = tf.lite.Interpreter
     if isinstance(model, bytes):
         return Interpreter(model_content=model, num_threads=threads)
     return Interpreter(model_path=str(model), num_threads=threads)
@@ -133,7 +133,9 @@ class Runner:
 
     @classmethod
     def load(cls, model: bytes | str | Path, threads: int | None = None) -> Runner:
+        """The runner of a flatbuffer or ``.tflite`` file, its tensors allocated for one input."""
         interp = interpreter(model, threads)
+        interp.allocate_tensors()
         inp = interp.get_input_details()[0]
         out = interp.get_output_details()[0]
         return cls(

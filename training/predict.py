@@ -1,0 +1,287 @@
+"""Classify images, camera frames or CSV rows with a run's TFLite model, on a Pi or anywhere.
+
+Needs only the run's ``.tflite`` file and ``preprocessing.json``, OpenCV,
+NumPy and the LiteRT interpreter (``ai-edge-litert``): no TensorFlow. An
+image goes through what the run's dataset did to its training images
+(:mod:`training.datasets.image_folder`: OpenCV decode, BGR to RGB or
+grayscale, ``cv2.resize`` with ``INTER_AREA``, times ``scale``); a CSV row is
+standardised with the training split's mean and standard deviation. Each
+input's top classes are printed with their softmax probability and the
+interpreter's time for it.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training.datasets._base import BadExample
+from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
+from training.tflite import VARIANT_FILES, ExportError, Runner
+
+PREPROCESSING_FILE = "preprocessing.json"
+
+
+class PredictError(Exception):
+    """Input that cannot be classified; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One input's result.
+
+    Attributes:
+        name: the file, ``frame <n>`` or ``<file>:<row>``.
+        top: (class name, probability) pairs, most probable first.
+        milliseconds: the interpreter's time for this input alone, ms.
+    """
+
+    name: str
+    top: list[tuple[str, float]]
+    milliseconds: float
+
+    def line(self) -> str:
+        """``<name>: <class> <probability>, ... (<ms> ms)``."""
+        classes = ", ".join(f"{c} {p:.3f}" for c, p in self.top)
+        return f"{self.name}: {classes} ({self.milliseconds:.1f} ms)"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A run's TFLite model with the preprocessing its inputs need."""
+
+    runner: Runner
+    preprocessing: dict[str, Any]
+    path: Path
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names: logit ``i`` is ``classes[i]``."""
+        return [str(c) for c in self.preprocessing["classes"]]
+
+    @classmethod
+    def load(cls, model_dir: Path, variant: str = "float32", threads: int | None = None) -> Model:
+        """The model of ``model_dir`` (a run folder, or any holding its files).
+
+        Raises:
+            PredictError: the folder lacks ``preprocessing.json`` or the
+                variant's file, or the model's input shape is not the one the
+                preprocessing makes; each names the path and the fix.
+        """
+        if variant not in VARIANT_FILES:
+            raise PredictError(
+                f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: pick one"
+            )
+        path = model_dir / VARIANT_FILES[variant]
+        pre = model_dir / PREPROCESSING_FILE
+        for needed, fix in (
+            (pre, "copy the run's preprocessing.json beside the model"),
+            (path, f"export the run with the {variant} variant (export_variants)"),
+        ):
+            if not needed.is_file():
+                raise PredictError(f"{needed} is missing; fix: {fix}")
+        preprocessing = json.loads(pre.read_text(encoding="utf-8"))
+        runner = Runner.load(path, threads)
+        shape = tuple(int(d) for d in preprocessing["input_shape"])
+        if runner.input_shape != shape:
+            raise PredictError(
+                f"{path} takes inputs of shape {runner.input_shape} but {pre} makes {shape}; "
+                "fix: use the model and preprocessing.json of the same run"
+            )
+        return cls(runner, preprocessing, path)
+
+    def predict(self, name: str, x: Any, top: int) -> Prediction:
+        """The top classes of one preprocessed input, float32 ``input_shape``."""
+        import numpy as np
+
+        started = time.perf_counter()
+        logits = self.runner.logits(np.asarray(x, np.float32)[np.newaxis])[0]
+        ms = (time.perf_counter() - started) * 1000
+        p = np.exp(logits - logits.max())
+        p /= p.sum()
+        best = np.argsort(-p)[:top]
+        return Prediction(name, [(self.classes[i], float(p[i])) for i in best], ms)
+
+
+def image_input(path: Path, preprocessing: dict[str, Any]) -> Any:
+    """float32 ``input_shape`` of one image file, as the run's training images were made.
+
+    Raises:
+        PredictError: the file does not decode (naming it and why).
+    """
+    shape = [int(d) for d in preprocessing["input_shape"]]
+    if preprocessing.get("kind") == "csv":
+        raise PredictError(f"{path}: this model takes CSV rows, not images; fix: give a .csv")
+    mode = preprocessing.get("color_mode", "grayscale" if len(shape) == 2 else "rgb")
+    try:
+        image, _ = load_image(Item(path, str(path), 0), size=(shape[0], shape[1]), color_mode=mode)
+    except BadExample as e:
+        raise PredictError(f"{path}: {e}; fix: give images that open in an image viewer") from e
+    return frame_input(image, preprocessing, rgb=True)
+
+
+def frame_input(image: Any, preprocessing: dict[str, Any], rgb: bool = False) -> Any:
+    """float32 ``input_shape`` of one decoded image (a camera frame is BGR unless ``rgb``)."""
+    import cv2
+    import numpy as np
+
+    shape = [int(d) for d in preprocessing["input_shape"]]
+    gray = len(shape) == 2 or shape[-1] == 1
+    if image.ndim == 3 and image.shape[-1] == 3:
+        if gray:
+            code = cv2.COLOR_RGB2GRAY if rgb else cv2.COLOR_BGR2GRAY
+            image = cv2.cvtColor(image, code)
+        elif not rgb:
+            image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if image.shape[:2] != (shape[0], shape[1]):
+        image = cv2.resize(image, (shape[1], shape[0]), interpolation=cv2.INTER_AREA)
+    x = np.asarray(image, np.float32) * float(preprocessing.get("scale", 1.0))
+    return x.reshape(shape)
+
+
+def image_files(path: Path) -> list[Path]:
+    """The image files of ``path``: the file itself, or a folder's, sorted, searched recursively.
+
+    Raises:
+        PredictError: the path does not exist or holds no image.
+    """
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise PredictError(f"{path} does not exist; fix: give an image file or a folder of them")
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES and not p.name.startswith(".")
+    )
+    if not files:
+        raise PredictError(
+            f"{path} holds no {', '.join(IMAGE_SUFFIXES)} file; fix: give a folder of images"
+        )
+    return files
+
+
+def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(``<file>:<row>``, standardised float32 (features,)) for each data row of a CSV file.
+
+    The header must hold the training CSV's feature columns (any order, a
+    label column or others may be there too).
+
+    Raises:
+        PredictError: a missing column, or an empty or non-numeric cell,
+            naming its row and column.
+    """
+    import numpy as np
+
+    if preprocessing.get("kind") != "csv":
+        raise PredictError(f"{path}: this model takes images, not CSV rows; fix: give images")
+    columns = list(preprocessing["feature_columns"])
+    mean = np.asarray(preprocessing["mean"], np.float32)
+    std = np.asarray(preprocessing["std"], np.float32)
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f, delimiter=preprocessing.get("delimiter", ","))
+        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        if missing:
+            raise PredictError(
+                f"{path} has no column {', '.join(missing)}; fix: give the columns the model "
+                f"was trained on: {', '.join(columns)}"
+            )
+        for row_number, row in enumerate(reader, start=2):
+            values = []
+            for c in columns:
+                try:
+                    v = float(row[c])
+                except (TypeError, ValueError):
+                    v = math.nan
+                if not math.isfinite(v):
+                    raise PredictError(
+                        f"{path} row {row_number}, column {c}: {row[c]!r} is not a number; "
+                        "fix: fill it"
+                    )
+                values.append(v)
+            yield f"{path.name}:{row_number}", (np.asarray(values, np.float32) - mean) / std
+
+
+def camera_frames(device: int | str, count: int) -> Iterator[tuple[str, Any]]:
+    """(``frame <n>``, BGR uint8 image) for ``count`` frames of a V4L2 camera through OpenCV.
+
+    Raises:
+        PredictError: the camera does not open or gives no frame.
+    """
+    import cv2
+
+    capture = cv2.VideoCapture(device)
+    try:
+        if not capture.isOpened():
+            raise PredictError(
+                f"camera {device} does not open; fix: check that /dev/video0 exists and "
+                "the user is in the video group"
+            )
+        for n in range(1, count + 1):
+            ok, frame = capture.read()
+            if not ok:
+                raise PredictError(f"camera {device} gave no frame {n}")
+            yield f"frame {n}", frame
+    finally:
+        capture.release()
+
+
+def predict(
+    model: Model,
+    *,
+    images: Path | None = None,
+    csv_file: Path | None = None,
+    camera: int | str | None = None,
+    frames: int = 1,
+    top: int = 3,
+) -> Iterator[Prediction]:
+    """The predictions of every input given, one at a time, as it goes.
+
+    Raises:
+        PredictError: see :func:`image_input`, :func:`csv_inputs`, :func:`camera_frames`.
+    """
+    top = max(1, min(top, len(model.classes)))
+    if images is not None:
+        for path in image_files(images):
+            yield model.predict(str(path), image_input(path, model.preprocessing), top)
+    if csv_file is not None:
+        for name, x in csv_inputs(csv_file, model.preprocessing):
+            yield model.predict(name, x, top)
+    if camera is not None:
+        for name, frame in camera_frames(camera, frames):
+            yield model.predict(name, frame_input(frame, model.preprocessing), top)
+
+
+def run(args: Any) -> int:
+    """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input."""
+    import sys
+
+    try:
+        model = Model.load(Path(args.model), args.variant, args.threads)
+        times = []
+        for p in predict(
+            model,
+            images=Path(args.images) if args.images else None,
+            csv_file=Path(args.csv) if args.csv else None,
+            camera=args.camera,
+            frames=args.frames,
+            top=args.top,
+        ):
+            print(p.line(), flush=True)
+            times.append(p.milliseconds)
+    except (PredictError, ExportError) as e:
+        print(f"predict: {e}", file=sys.stderr)
+        return 2
+    if times:
+        median = sorted(times)[len(times) // 2]
+        print(
+            f"{len(times)} inputs with {model.path.name}: median {median:.1f} ms an input, "
+            f"first {times[0]:.1f} ms"
+        )
+    return 0
