@@ -71,6 +71,12 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
     assert len(m["history"]["loss"]) == m["epochs"]
     assert m["test_accuracy"] >= 0.95, m["test_accuracy"]
     assert m["restarts"] == 0 and m["resumed_from_epoch"] is None
+    # The model as TFLite float32 beside it, scored with the LiteRT interpreter.
+    tflite = m["export"]["float32"]
+    assert (latest / "model.tflite").stat().st_size == tflite["bytes"]
+    assert abs(tflite["test_accuracy"] - m["test_accuracy"]) <= 0.01
+    summary = r"tflite        model\.tflite: float32, \d+ KB, test accuracy 0\.9"
+    assert re.search(summary, result.stdout)
     # Progress is shown while the run goes, and the summary at the end.
     assert "epoch 8/8" in result.stdout
     assert "test accuracy" in result.stdout

@@ -1,0 +1,140 @@
+"""A trained model exported as TFLite, and predict with the LiteRT interpreter.
+
+One module-scoped run of mnist_cnn (one process, 2 epochs of mnist_5k,
+about 20 s) gives the model that every test exports or predicts with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_tensorflow_script
+from training import datasets
+
+
+def _python(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "training", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(a finished run's folder, the folder holding its prepared dataset)."""
+    base = tmp_path_factory.mktemp("tflite")
+    data = base / "datasets"
+    datasets.prepare("mnist_5k", data, datasets.Settings())
+    out = base / "run"
+    done = _python(
+        "train", "--model", "mnist_cnn", "--epochs", "2", "--data-dir", str(data),
+        "--output-dir", str(out), "--run-id", "r1",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out, data
+
+
+@pytest.fixture(scope="module")
+def exported(run: tuple[Path, Path]) -> dict:
+    out, data = run
+    done = _python(
+        "export", "--run-dir", str(out), "--data-dir", str(data), "--variants", "int8,dynamic_int8"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_every_variant_scores_close_to_the_keras_model(exported: dict, run: tuple[Path, Path]):
+    out, _ = run
+    keras = exported["test_accuracy"]
+    assert keras > 0.9
+    export = exported["export"]
+    assert list(export) == ["float32", "dynamic_int8", "int8"]
+    assert abs(export["float32"]["test_accuracy"] - keras) <= 0.01
+    assert abs(export["int8"]["test_accuracy"] - keras) <= 0.02
+    assert abs(export["dynamic_int8"]["test_accuracy"] - keras) <= 0.02
+    for variant, r in export.items():
+        assert (out / r["file"]).stat().st_size == r["bytes"], variant
+        assert r["too_lossy"] is False
+    # int8 weights: about a quarter of float32's bytes.
+    assert export["int8"]["bytes"] < export["float32"]["bytes"] / 2
+
+
+def test_predict_gives_the_keras_model_s_classes(exported: dict, run: tuple[Path, Path], tmp_path):
+    out, data = run
+    manifest = datasets.read_manifest(data, exported["dataset_id"])
+    # 40 test digits of mnist_5k as PNG files, as a Pi camera's pipeline would save them.
+    record = manifest.record_bytes
+    raw = b"".join((data / manifest.id / s.file).read_bytes() for s in manifest.test_files())
+    digits = []
+    for i in range(40):
+        rec = raw[i * record : (i + 1) * record]
+        image = np.frombuffer(rec[4:], np.uint8).reshape(28, 28)
+        path = tmp_path / f"{i:02d}.png"
+        cv2.imwrite(str(path), image)
+        digits.append(image)
+    done = _python("predict", "--model", str(out), "--images", str(tmp_path), "--top", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith(str(tmp_path))]
+    tflite_classes = [ln.split(": ")[1].split()[0] for ln in lines]
+    keras_classes = run_tensorflow_script(
+        "import sys, numpy as np, tf_keras as keras\n"
+        "m = keras.models.load_model(sys.argv[1])\n"
+        "x = np.load(sys.argv[2]).astype('float32') / 255\n"
+        "print(','.join(str(c) for c in m.predict(x, verbose=0).argmax(axis=1)))",
+        str(out / "model.keras"),
+        _save(tmp_path / "x.npy", np.stack(digits)),
+    ).split(",")
+    assert tflite_classes == keras_classes
+    assert "40 inputs with model.tflite" in done.stdout
+
+
+def _save(path: Path, array: np.ndarray) -> str:
+    np.save(path, array)
+    return str(path)
+
+
+def test_predict_names_what_it_cannot_read(exported: dict, run: tuple[Path, Path], tmp_path):
+    out, _ = run
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    done = _python("predict", "--model", str(out), "--images", str(tmp_path))
+    assert done.returncode == 2
+    assert f"{tmp_path / 'broken.jpg'}: " in done.stderr and "fix:" in done.stderr
+
+    done = _python("predict", "--model", str(tmp_path), "--images", str(tmp_path))
+    assert done.returncode == 2
+    assert f"{tmp_path / 'preprocessing.json'} is missing" in done.stderr
+
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.tflite").write_bytes((out / "model.tflite").read_bytes())
+    pre = json.loads((out / "preprocessing.json").read_text())
+    (other / "preprocessing.json").write_text(json.dumps({**pre, "input_shape": [64, 64, 3]}))
+    done = _python("predict", "--model", str(other), "--images", str(tmp_path))
+    assert done.returncode == 2
+    assert "takes inputs of shape (28, 28)" in done.stderr and "(64, 64, 3)" in done.stderr
+
+
+def test_export_refuses_an_unknown_variant_and_an_unfinished_run(run, tmp_path):
+    _, data = run
+    done = _python("export", "--run-dir", str(tmp_path), "--data-dir", str(data))
+    assert done.returncode == 2 and "model.keras is missing" in done.stderr
+    done = _python(
+        "export", "--run-dir", str(tmp_path), "--data-dir", str(data), "--variants", "int4"
+    )
+    assert done.returncode == 2
+    assert "int4 is not one of float32, dynamic_int8, int8" in done.stderr
