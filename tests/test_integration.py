@@ -75,7 +75,7 @@ def test_main_job_mwms_cnn(undisturbed: tuple) -> None:
     tflite = m["export"]["float32"]
     assert (latest / "model.tflite").stat().st_size == tflite["bytes"]
     assert abs(tflite["test_accuracy"] - m["test_accuracy"]) <= 0.01
-    summary = r"tflite        model\.tflite: float32, \d+ KB, test accuracy 0\.9"
+    summary = r"tflite\s+float32 \d+ KB 0\.9\d+\s+test accuracy\s+\(model\*\.tflite\)"
     assert re.search(summary, result.stdout)
     # Progress is shown while the run goes, and the summary at the end.
     assert "epoch 8/8" in result.stdout

@@ -821,8 +821,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         except tflite.ExportError as e:
             print(f"export: {e}", file=sys.stderr)
             return 2
-        keras_accuracy = json.loads((args.run_dir / "metrics.json").read_text())["test_accuracy"]
-        print("\n".join(tflite.summary(result, keras_accuracy)))
+        print(tflite.summary(result, args.max_accuracy_drop))
         return 0
     if args.command == "predict":
         from training import predict as predicting
