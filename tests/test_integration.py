@@ -295,7 +295,11 @@ def test_parameter_server_survives_a_dead_worker_and_resumes_after_a_dead_ps(
 def test_other_models(provisioned: None, tmp_path: Path, model: str) -> None:
     result = train(tmp_path, "-e", f"model={model}")
     assert result.returncode == 0, result.stdout[-4000:]
-    assert metrics_of(tmp_path)["test_accuracy"] >= 0.90
+    m = metrics_of(tmp_path)
+    assert m["test_accuracy"] >= 0.90
+    # An LSTM converts too (with a batch of 1, TensorFlow's recipe for its fused op).
+    assert abs(m["export"]["float32"]["test_accuracy"] - m["test_accuracy"]) <= 0.01
+    assert (tmp_path / "latest" / "model.tflite").is_file()
 
 
 def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(

@@ -66,6 +66,12 @@ def parse_variants(text: str) -> list[str]:
 def convert(model: Any, variant: str, calibration: Iterable[Any] | None = None) -> bytes:
     """The flatbuffer of ``model`` as ``variant``, from TensorFlow's converter.
 
+    The model is converted with a free batch size. A model whose ops need a
+    fixed one (a Keras LSTM: its loop's tensor lists need static shapes) is
+    converted again from a concrete function of batch size 1, TensorFlow's
+    recipe for fused RNN ops (https://ai.google.dev/edge/litert/models/rnn);
+    :class:`Runner` then feeds it one example at a time.
+
     Args:
         model: a tf_keras model taking float32 (batch, *input_shape).
         variant: a key of :data:`VARIANT_FILES`.
@@ -73,11 +79,34 @@ def convert(model: Any, variant: str, calibration: Iterable[Any] | None = None) 
             examples of the training input as the model sees it.
 
     Raises:
-        ExportError: ``int8`` without calibration examples.
+        ExportError: ``int8`` without calibration examples, or a model
+            TensorFlow's converter cannot convert (its first error line).
     """
+    try:
+        return _convert(model, variant, calibration, fixed_batch=False)
+    except ExportError:
+        raise
+    except Exception:  # the converter raises several types: retry once with a fixed batch
+        try:
+            return _convert(model, variant, calibration, fixed_batch=True)
+        except ExportError:
+            raise
+        except Exception as e:
+            first = next((ln for ln in str(e).splitlines() if "error" in ln), str(e)[:300])
+            raise ExportError(f"TensorFlow's converter cannot convert the model: {first}") from e
+
+
+def _convert(
+    model: Any, variant: str, calibration: Iterable[Any] | None, *, fixed_batch: bool
+) -> bytes:
     import tensorflow as tf
 
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if fixed_batch:
+        spec = tf.TensorSpec([1, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+        function = tf.function(lambda x: model(x, training=False)).get_concrete_function(spec)
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([function], model)
+    else:
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
     if variant in ("dynamic_int8", "int8"):
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
     if variant == "int8":
@@ -170,10 +199,23 @@ class Runner:
             info = np.iinfo(self.input_dtype)
             x = np.clip(np.round(x / scale + zero), info.min, info.max).astype(self.input_dtype)
         interp = self.interpreter
+        details = interp.get_input_details()[0]
+        if int(details["shape_signature"][0]) == 1 and x.shape[0] != 1:
+            # Converted with a fixed batch of 1 (see convert): one example at a time.
+            return np.concatenate([self._invoke(x[i : i + 1]) for i in range(x.shape[0])])
+        return self._invoke(x)
+
+    def _invoke(self, x: Any) -> Any:
+        import numpy as np
+
+        interp = self.interpreter
         index = interp.get_input_details()[0]["index"]
         if tuple(interp.get_input_details()[0]["shape"]) != x.shape:
             interp.resize_tensor_input(index, list(x.shape))
             interp.allocate_tensors()
+        # A converted Keras LSTM keeps its state in variable tensors between calls;
+        # each input is a new sequence, as it is for the Keras model.
+        interp.reset_all_variables()
         interp.set_tensor(index, x)
         interp.invoke()
         y = interp.get_tensor(interp.get_output_details()[0]["index"])
@@ -223,7 +265,8 @@ def export_run(
     ``export`` to ``metrics.json``: ``{variant: {"file", "bytes",
     "test_accuracy", "accuracy_drop", "too_lossy"}}``, the drop against the
     Keras model's test accuracy, ``too_lossy`` when it is more than
-    ``max_accuracy_drop``.
+    ``max_accuracy_drop``; a variant the converter cannot make is
+    ``{"file": None, "error": why}`` and the others are still written.
 
     Raises:
         ExportError: the run has no model or metrics, or its dataset is not
@@ -256,8 +299,13 @@ def export_run(
     keras_accuracy = float(metrics["test_accuracy"])
     out: dict[str, dict[str, Any]] = {}
     for variant in variants:
-        blob = convert(model, variant, calibration)
         path = run_dir / VARIANT_FILES[variant]
+        try:
+            blob = convert(model, variant, calibration)
+        except ExportError as e:
+            # The run keeps model.keras; the summary says which variant is missing and why.
+            out[variant] = {"file": None, "error": str(e)}
+            continue
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(blob)
         tmp.replace(path)
@@ -289,6 +337,9 @@ def summary(export: dict[str, dict[str, Any]], max_accuracy_drop: float) -> str:
     """
     parts = []
     for variant, r in export.items():
+        if r.get("error"):
+            parts.append(f"{variant} not exported ({r['error']})")
+            continue
         part = f"{variant} {r['bytes'] / 1000:.0f} KB {r['test_accuracy']:.4f}"
         if r["too_lossy"]:
             part += f" (loses {r['accuracy_drop']:.4f}, more than {max_accuracy_drop})"
