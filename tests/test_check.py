@@ -342,7 +342,28 @@ def test_a_run_of_few_steps_is_warned_with_the_fix() -> None:
     warning = few_steps(TrainConfig(epochs=8, batch_size=64), two, 240)
     assert warning == (
         "240 training examples make 1 step an epoch at a global batch of 128, 8 in all 8 "
-        "epochs: too few for the model to learn much. Fix: a smaller batch_size (such as -e "
-        "batch_size=16) or more epochs, for at least 100 steps"
+        "epochs: too few for the model to learn much. Fix: -e batch_size=9 or -e epochs=100, "
+        "for at least 100 steps"
     )
+    # 240 examples in 13 steps of 9 a worker on two workers: 8 epochs make 104 steps.
+    assert few_steps(TrainConfig(epochs=8, batch_size=9), two, 240) is None
+    # 96 photos at 16 a worker, 6 epochs: 18 steps; a smaller batch alone would need 1.
+    warning = few_steps(TrainConfig(epochs=6, batch_size=16), two, 96)
+    assert warning is not None and "Fix: -e epochs=34, for at least 100 steps" in warning
     assert few_steps(TrainConfig(epochs=8, batch_size=64), two, 4000) is None  # mnist_5k: 248
+
+
+def test_a_model_answering_one_class_is_warned_of() -> None:
+    import numpy as np
+
+    from training.train import Evaluation, untrained
+
+    # 3 balanced classes, every test image called class 0: 0.3333, as good as guessing.
+    one_class = Evaluation(1.1, 1 / 3, np.array([[40, 0, 0], [40, 0, 0], [40, 0, 0]]))
+    assert untrained(one_class) == (
+        "test accuracy 0.3333 is no better than always answering the most common class "
+        "(0.3333): the model is of no use yet. Fix: more steps (more epochs, a smaller "
+        "batch_size), or another model"
+    )
+    learned = Evaluation(0.2, 0.95, np.array([[38, 2, 0], [1, 39, 0], [2, 1, 37]]))
+    assert untrained(learned) is None

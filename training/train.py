@@ -237,6 +237,9 @@ def check(config: TrainConfig) -> TFConfig | None:
 #: hundred steps are where the models of ``training/models/`` start to learn
 #: (mnist_cnn on mnist_5k runs 248 in 8 epochs on two workers).
 MIN_RUN_STEPS = 100
+#: Smallest batch a worker that :func:`few_steps` suggests: below it a step's
+#: gradient is mostly noise and each step costs more than its examples.
+MIN_SUGGESTED_BATCH = 8
 
 
 def few_steps(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> str | None:
@@ -261,11 +264,16 @@ def few_steps(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> 
     steps = n_train // batch
     if steps * config.epochs >= MIN_RUN_STEPS:
         return None
+    # The fixes, each alone: the epochs at this batch, the largest batch at these epochs.
+    epochs = -(-MIN_RUN_STEPS // max(steps, 1))
+    per_worker = n_train // -(-MIN_RUN_STEPS // config.epochs) // replicas
+    fixes = [f"-e epochs={epochs}"]
+    if MIN_SUGGESTED_BATCH <= per_worker < config.batch_size:
+        fixes.insert(0, f"-e batch_size={per_worker}")
     return (
         f"{n_train} training examples make {plural(steps, 'step')} an epoch at a global batch "
         f"of {batch}, {steps * config.epochs} in all {config.epochs} epochs: too few for the "
-        f"model to learn much. Fix: a smaller batch_size (such as -e batch_size=16) or more "
-        f"epochs, for at least {MIN_RUN_STEPS} steps"
+        f"model to learn much. Fix: {' or '.join(fixes)}, for at least {MIN_RUN_STEPS} steps"
     )
 
 
@@ -717,6 +725,36 @@ class Evaluation:
         }
 
 
+#: A model within this much test accuracy of always answering the test split's most
+#: common class has learned next to nothing (:func:`untrained`).
+UNTRAINED_MARGIN = 0.02
+
+
+def untrained(evaluation: Evaluation) -> str | None:
+    """A warning when the test accuracy is no better than answering the most common class.
+
+    A run that made too few steps, or diverged quietly, ends "succeeded" with
+    a model that predicts one class for everything: its accuracy is the
+    share of that class in the test split (1/classes when they are
+    balanced), which says nothing by itself.
+
+    Returns:
+        The warning with the fix, or None.
+    """
+    rows = evaluation.confusion.sum(axis=1)
+    total = int(rows.sum())
+    if not total:
+        return None
+    share = float(rows.max()) / total
+    if evaluation.accuracy > share + UNTRAINED_MARGIN:
+        return None
+    return (
+        f"test accuracy {evaluation.accuracy:.4f} is no better than always answering the most "
+        f"common class ({share:.4f}): the model is of no use yet. Fix: more steps (more epochs, "
+        "a smaller batch_size), or another model"
+    )
+
+
 def evaluate_model(model: Any, batches: Any, num_classes: int, keras: Any) -> Evaluation:
     """Loss, accuracy and confusion matrix of ``model`` over ``batches``, streamed.
 
@@ -1054,6 +1092,8 @@ def _train(
             "per_class_accuracy": final.per_class_accuracy(manifest.classes),
             # Rows: the true class; columns: the predicted one.
             "confusion_matrix": final.confusion.tolist(),
+            # What the summary prints as WARNING lines.
+            "warnings": [w for w in (untrained(final),) if w],
             "train_seconds": round(train_seconds, 3),
             "fit_seconds": round(fit_seconds, 3),
             "examples_per_second": round(examples / train_seconds, 1),
