@@ -111,9 +111,12 @@ def _save(path: Path, array: np.ndarray) -> str:
 def test_predict_names_what_it_cannot_read(exported: dict, run: tuple[Path, Path], tmp_path):
     out, _ = run
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    cv2.imwrite(str(tmp_path / "good.png"), np.zeros((28, 28), np.uint8))
     done = _python("predict", "--model", str(out), "--images", str(tmp_path))
     assert done.returncode == 2
     assert f"{tmp_path / 'broken.jpg'}: " in done.stderr and "fix:" in done.stderr
+    assert "predict: 1 input could not be read" in done.stderr
+    assert f"{tmp_path / 'good.png'}: " in done.stdout  # after the broken one, still classified
 
     done = _python("predict", "--model", str(tmp_path), "--images", str(tmp_path))
     assert done.returncode == 2

@@ -23,6 +23,7 @@ from typing import Any
 
 from training.datasets._base import BadExample
 from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
+from training.progress import plural
 from training.tflite import VARIANT_FILES, ExportError, Runner
 
 PREPROCESSING_FILE = "preprocessing.json"
@@ -38,13 +39,17 @@ class Prediction:
 
     Attributes:
         name: the file, ``frame <n>`` or ``<file>:<row>``.
-        top: (class name, probability) pairs, most probable first.
+        top: (class name, probability) pairs, most probable first; empty
+            for an input that could not be read.
         milliseconds: the interpreter's time for this input alone, ms.
+        error: why the input could not be read (an image that does not
+            decode), naming it and the fix; empty otherwise.
     """
 
     name: str
     top: list[tuple[str, float]]
     milliseconds: float
+    error: str = ""
 
     def line(self) -> str:
         """``<name>: <class> <probability>, ... (<ms> ms)``."""
@@ -249,7 +254,13 @@ def predict(
     top = max(1, min(top, len(model.classes)))
     if images is not None:
         for path in image_files(images):
-            yield model.predict(str(path), image_input(path, model.preprocessing), top)
+            try:
+                x = image_input(path, model.preprocessing)
+            except PredictError as e:
+                # One unreadable photo in a folder does not stop the others.
+                yield Prediction(str(path), [], 0.0, str(e))
+                continue
+            yield model.predict(str(path), x, top)
     if csv_file is not None:
         for name, x in csv_inputs(csv_file, model.preprocessing):
             yield model.predict(name, x, top)
@@ -259,9 +270,14 @@ def predict(
 
 
 def run(args: Any) -> int:
-    """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input."""
+    """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input.
+
+    An image that does not decode is named on stderr and the others are
+    classified; the exit status is then 2.
+    """
     import sys
 
+    unreadable = 0
     try:
         model = Model.load(Path(args.model), args.variant, args.threads)
         times = []
@@ -273,6 +289,10 @@ def run(args: Any) -> int:
             frames=args.frames,
             top=args.top,
         ):
+            if p.error:
+                print(f"predict: {p.error}", file=sys.stderr, flush=True)
+                unreadable += 1
+                continue
             print(p.line(), flush=True)
             times.append(p.milliseconds)
     except (PredictError, ExportError) as e:
@@ -284,4 +304,7 @@ def run(args: Any) -> int:
             f"{len(times)} inputs with {model.path.name}: median {median:.1f} ms an input, "
             f"first {times[0]:.1f} ms"
         )
+    if unreadable:
+        print(f"predict: {plural(unreadable, 'input')} could not be read", file=sys.stderr)
+        return 2
     return 0
