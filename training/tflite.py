@@ -276,7 +276,7 @@ def export_run(
 
     from training import datasets
     from training.datasets import pipeline
-    from training.train import METRICS_FILE, MODEL_FILE
+    from training.train import METRICS_FILE, MODEL_FILE, write_json
 
     model_path, metrics_path = run_dir / MODEL_FILE, run_dir / METRICS_FILE
     for path in (model_path, metrics_path):
@@ -324,9 +324,7 @@ def export_run(
         }
     metrics["export"] = out
     metrics["export_max_accuracy_drop"] = max_accuracy_drop
-    tmp = metrics_path.with_name(f".{metrics_path.name}.tmp")
-    tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    tmp.replace(metrics_path)
+    write_json(metrics_path, metrics)
     return out
 
 

@@ -1033,7 +1033,7 @@ def _train(
         history_keys = list(history.history) or [
             key for key in ("loss", "accuracy") if epochs_done and key in epochs_done[-1]
         ]
-        _write_json(out / PREPROCESSING_FILE, preprocessing(manifest))
+        write_json(out / PREPROCESSING_FILE, preprocessing(manifest))
         restored = keras.models.load_model(model_path)  # outside the strategy: no collectives
         final = evaluate_model(
             restored,
@@ -1104,7 +1104,7 @@ def _train(
             "chief_host": socket.gethostname(),
             "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
-        _write_json(out / METRICS_FILE, metrics)
+        write_json(out / METRICS_FILE, metrics)
         remove_chief_backup(real_out / BACKUP_DIR)  # the results now hold what it held
         write_end(writer, metrics)
         return metrics
@@ -1125,8 +1125,12 @@ def preprocessing(manifest: Manifest) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as indented JSON through a temporary file: never half a file."""
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` as indented JSON through a temporary file: never half a file.
+
+    A reader (follow, the export, the control node's fetch) sees the old file
+    or the new one.
+    """
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
