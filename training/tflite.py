@@ -151,6 +151,8 @@ class Runner:
         input_shape: the model's input shape without the batch axis.
         input_dtype, output_dtype: numpy dtypes of the tensors (float32 or int8).
         input_quant, output_quant: (scale, zero point) of an int8 tensor, (0.0, 0) otherwise.
+        input_index, output_index: the tensors' indices in the interpreter.
+        fixed_batch: the model takes one example a call (converted with a batch of 1).
     """
 
     interpreter: Any
@@ -159,6 +161,9 @@ class Runner:
     output_dtype: Any
     input_quant: tuple[float, int]
     output_quant: tuple[float, int]
+    input_index: int
+    output_index: int
+    fixed_batch: bool
 
     @classmethod
     def load(cls, model: bytes | str | Path, threads: int | None = None) -> Runner:
@@ -174,6 +179,9 @@ class Runner:
             out["dtype"],
             (float(inp["quantization"][0]), int(inp["quantization"][1])),
             (float(out["quantization"][0]), int(out["quantization"][1])),
+            int(inp["index"]),
+            int(out["index"]),
+            int(inp["shape_signature"][0]) == 1,
         )
 
     def logits(self, x: Any) -> Any:
@@ -198,9 +206,7 @@ class Runner:
             scale, zero = self.input_quant
             info = np.iinfo(self.input_dtype)
             x = np.clip(np.round(x / scale + zero), info.min, info.max).astype(self.input_dtype)
-        interp = self.interpreter
-        details = interp.get_input_details()[0]
-        if int(details["shape_signature"][0]) == 1 and x.shape[0] != 1:
+        if self.fixed_batch and x.shape[0] != 1:
             # Converted with a fixed batch of 1 (see convert): one example at a time.
             return np.concatenate([self._invoke(x[i : i + 1]) for i in range(x.shape[0])])
         return self._invoke(x)
@@ -209,16 +215,15 @@ class Runner:
         import numpy as np
 
         interp = self.interpreter
-        index = interp.get_input_details()[0]["index"]
         if tuple(interp.get_input_details()[0]["shape"]) != x.shape:
-            interp.resize_tensor_input(index, list(x.shape))
+            interp.resize_tensor_input(self.input_index, list(x.shape))
             interp.allocate_tensors()
         # A converted Keras LSTM keeps its state in variable tensors between calls;
         # each input is a new sequence, as it is for the Keras model.
         interp.reset_all_variables()
-        interp.set_tensor(index, x)
+        interp.set_tensor(self.input_index, x)
         interp.invoke()
-        y = interp.get_tensor(interp.get_output_details()[0]["index"])
+        y = interp.get_tensor(self.output_index)
         if self.output_dtype != np.float32:
             scale, zero = self.output_quant
             y = (y.astype(np.float32) - zero) * scale
