@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import free_ports, run_playbook
+from tests.conftest import ROOT, free_ports, run_playbook
 
 
 def refused(*args: str) -> str:
@@ -236,11 +237,10 @@ def test_a_model_name_that_cannot_be_a_module_is_not_offered_as_a_file(tmp_path:
 
 def test_a_model_path_that_is_no_python_file_is_refused_before_the_run(tmp_path: Path) -> None:
     # A name with a / is a model file's path, taken from where ansible-playbook runs (the
-    # project here): ../../etc/passwd is /etc/passwd, and never training/models/../../..
+    # project here), never from training/models/: ../ climbs from the checkout to /etc/passwd.
     runs = tmp_path / "runs"
-    text = refused(
-        "train.yml", "-e", "model=../../etc/passwd", "-e", f"training_run_runs_dir={runs}"
-    )
+    model = os.path.relpath("/etc/passwd", ROOT)
+    text = refused("train.yml", "-e", f"model={model}", "-e", f"training_run_runs_dir={runs}")
     assert "model file /etc/passwd is not a .py file. Fix: give the path of a Python file" in text
     assert "add training/models/" not in text
     assert not runs.exists()
