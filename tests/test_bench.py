@@ -670,3 +670,28 @@ def test_own_data_a_bench_did_not_measure_is_not_measured(
     own = bench.report(tmp_path)["own_data"]
     assert own["prepare"] == [] and own["memory"] is None and own["staging"] is None
     assert "This bench has no data.json" in "\n".join(bench.own_data_markdown({"own_data": own}))
+
+
+def test_report_gives_each_form_of_a_timed_case_s_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _full_bench(tmp_path, monkeypatch)
+    forms = [
+        {"form": "keras", "file": "model.keras", "bytes": 455_000, "test_accuracy": 0.969,
+         "ms_median": 3.1, "ms_p90": 4.0},
+        {"form": "int8", "file": "model-int8.tflite", "bytes": 42_032, "test_accuracy": 0.968,
+         "ms_median": 0.097, "ms_p90": 0.1},
+    ]  # fmt: skip
+    (tmp_path / "predict-mnist_cnn-1node-mwms-1000mbit.json").write_text(
+        json.dumps({"host": "bench1", "model": "mnist_cnn", "threads": 1, "forms": forms})
+    )
+    out = bench.report(tmp_path)
+    (timed,) = out["on_a_node"]
+    assert timed["case"] == "mnist_cnn-1node-mwms-1000mbit"
+    text = bench.table(out)
+    assert (
+        "The trained model on a node, mnist_cnn of mnist_cnn-1node-mwms-1000mbit on bench1" in text
+    )
+    assert "int8              42 KB  test accuracy 0.9680  0.097 ms an input (p90 0.100)" in text
+    md = bench.markdown(out)
+    assert "| int8 | `model-int8.tflite` | 42 KB | 0.9680 | 0.097 | 0.100 |" in md

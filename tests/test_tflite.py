@@ -141,3 +141,31 @@ def test_export_refuses_an_unknown_variant_and_an_unfinished_run(run, tmp_path):
     )
     assert done.returncode == 2
     assert "int4 is not one of float32, dynamic_int8, int8" in done.stderr
+
+
+def test_predict_bench_times_every_form_of_the_run(
+    exported: dict, run: tuple[Path, Path], tmp_path
+):
+    out, _ = run
+    figures = tmp_path / "predict.json"
+    done = _python(
+        "predict-bench", "--run-dir", str(out), "--inputs", "20", "--host", "bench1",
+        "--output", str(figures),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(figures.read_text())
+    forms = {f["form"]: f for f in result["forms"]}
+    assert list(forms) == ["keras", "float32", "dynamic_int8", "int8"]
+    assert forms["keras"]["test_accuracy"] == exported["test_accuracy"]
+    assert forms["int8"]["bytes"] == exported["export"]["int8"]["bytes"]
+    assert all(0 < f["ms_median"] <= f["ms_p90"] for f in forms.values())
+    assert result["host"] == "bench1" and result["inputs"] == 20
+    assert "int8" in done.stdout and "ms an input" in done.stdout
+
+
+def test_predict_bench_refuses_a_run_that_was_not_exported(tmp_path):
+    (tmp_path / "model.keras").write_bytes(b"")
+    (tmp_path / "metrics.json").write_text("{}")
+    done = _python("predict-bench", "--run-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert "lists no TFLite variant; fix: export the run first" in done.stderr

@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from training.machine import cpu_slug, read_machine
+from training.predict_bench import form_line
 from training.progress import PROGRESS_FILE, newest_epochs, plural, read_events
 from training.tasklog import TASKS_DIR
 
@@ -108,6 +109,8 @@ _LOCAL_CASE = re.compile(r"^(?P<model>.+)-local-(?P<tasks>\d+)workers?$")
 _ALL_REDUCE_FILE = re.compile(r"^all_reduce-(?P<link>\d+)mbit\.json$")
 #: ``pipeline-<host>.json``: the input pipeline alone on that node (``pipeline-bench``).
 _PIPELINE_FILE = re.compile(r"^pipeline-(?P<host>.+)\.json$")
+#: ``predict-<case>.json``: a case's model in each form on its node (``predict-bench``).
+_PREDICT_FILE = re.compile(r"^predict-(?P<case>.+)\.json$")
 #: ``steps-<model>-<host>.json``: :func:`step_trace` of that model on that node.
 _STEPS_FILE = re.compile(r"^steps-(?P<model>[a-z0-9_]+)-(?P<host>.+)\.json$")
 #: ``<date>-<cpu>.md``: :func:`markdown` of a bench, in the docs folder.
@@ -727,6 +730,17 @@ def read_pipelines(bench_dir: Path) -> list[dict[str, Any]]:
     return found
 
 
+def read_predicts(bench_dir: Path) -> list[dict[str, Any]]:
+    """Each ``predict-<case>.json`` (:func:`training.predict_bench.predict_bench`), by case."""
+    out = []
+    for path in sorted(bench_dir.glob("predict-*.json")):
+        found = _PREDICT_FILE.match(path.name)
+        data = _read_json(path)
+        if found and isinstance(data, dict) and data.get("forms"):
+            out.append({"case": found["case"], **data})
+    return out
+
+
 def own_data(
     data: dict[str, Any] | None, pipelines: list[dict[str, Any]], cases: list[Case]
 ) -> dict[str, Any] | None:
@@ -815,8 +829,9 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
         (:func:`training.machine.read_machine`), ``target_accuracy``,
         ``cases`` (one dict per :class:`Case`), the comparisons of
         :func:`compare`, ``lockstep`` (:func:`read_step_traces`),
-        ``own_data`` (:func:`own_data`; None when the bench has none) and
-        ``plots`` (file names).
+        ``own_data`` (:func:`own_data`; None when the bench has none),
+        ``on_a_node`` (:func:`read_predicts`: each timed case's model in
+        each form) and ``plots`` (file names).
 
     Raises:
         BenchError: no such folder, or no finished case in it.
@@ -850,6 +865,7 @@ def report(bench_dir: Path, target: float = DEFAULT_TARGET) -> dict[str, Any]:
     out.update(compare(cases, read_all_reduces(bench_dir), paces))
     out["lockstep"] = paces
     out["own_data"] = own_data(_read_json(bench_dir / DATA_FILE), read_pipelines(bench_dir), cases)
+    out["on_a_node"] = read_predicts(bench_dir)
     out["plots"] = [p.name for p in _plot(bench_dir, out)]
     _write_atomically(bench_dir / BENCH_FILE, json.dumps(out, indent=2) + "\n")
     return out
@@ -1310,6 +1326,7 @@ _STRATEGIES = "parameter_server against multi_worker_mirrored on the same nodes"
 _FLOAT16 = "float16 all-reduce against float32 on the same nodes"
 _LOCAL = "Local workers against one process on the same cores"
 _OWN = "Own data"
+_ON_A_NODE = "The trained model on a node"
 
 
 def check_targets(out: dict[str, Any], q: Callable[[str], str] = _plain) -> list[dict[str, Any]]:
@@ -1533,6 +1550,9 @@ def table(out: dict[str, Any]) -> str:
     own = own_data_lines(out)
     if own:
         lines += ["", *own]
+    for r in out.get("on_a_node") or []:
+        lines += ["", f"{_ON_A_NODE}, {_on_a_node_head(r)}:"]
+        lines += [f"  {form_line(f)}" for f in r["forms"]]
     lines += ["", "Targets:"]
     for t in check_targets(out):
         lines += [f"  {_verdict(t['met']):<13}{t['target']}", f"  {'':<13}{t['measured']}"]
@@ -1698,7 +1718,47 @@ def markdown(out: dict[str, Any]) -> str:
         lines += ["", f"## {_LOCAL}", ""]
     lines += [f"- {_local_line(r, _code)}" for r in out["local"]]
     lines += own_data_markdown(out)
+    lines += on_a_node_markdown(out)
     return "\n".join(lines) + "\n"
+
+
+def on_a_node_markdown(out: dict[str, Any]) -> list[str]:
+    """The trained model on a node: a table a timed case, a row a form (Keras, each variant)."""
+    found = out.get("on_a_node") or []
+    if not found:
+        return []
+    lines = ["", f"## {_ON_A_NODE}", ""]
+    lines.append(
+        "Each form of a 1-node case's model on that node, one input at a time "
+        "(`python -m training predict-bench`); the test accuracy is the run's "
+        "and its export's, on the test split."
+    )
+    for r in found:
+        lines += ["", f"### {_on_a_node_head(r, _code)}", ""]
+        lines += _md_table(
+            ["form", "file", "size", "test accuracy", "ms an input (median)", "p90"],
+            [
+                [
+                    f["form"],
+                    _code(f["file"]),
+                    f"{f['bytes'] / 1000:.0f} KB",
+                    _accuracy(f["test_accuracy"]),
+                    f"{f['ms_median']:.3f}",
+                    f"{f['ms_p90']:.3f}",
+                ]
+                for f in r["forms"]
+            ],
+        )
+    return lines
+
+
+def _on_a_node_head(r: dict[str, Any], q: Callable[[str], str] = _plain) -> str:
+    threads = "1 thread" if r["threads"] == 1 else f"{r['threads']} threads"
+    return f"{q(str(r['model']))} of {q(r['case'])} on {r['host']}, {threads}"
+
+
+def _accuracy(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
 
 
 def index_markdown(docs_dir: Path) -> str:

@@ -23,6 +23,7 @@ Commands:
 - ``data-bench``: the benchmark's own-data figures of the control node (preparing, memory,
   bytes staged), as JSON.
 - ``pipeline-bench``: examples/s the training input pipeline alone delivers on this node.
+- ``predict-bench``: time per input, size and accuracy of a run's Keras and TFLite models here.
 
 Errors a user can fix exit with status 2 and one line on stderr.
 """
@@ -396,6 +397,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pipe.add_argument("--host", default="", help="the node's name, recorded in the JSON")
     pipe.add_argument("--output", type=Path, help="also write the JSON here")
+
+    pbench = sub.add_parser(
+        "predict-bench",
+        help="time per input, size and accuracy of a run's Keras model and TFLite variants here",
+    )
+    pbench.add_argument("--run-dir", type=Path, required=True, help="an exported run's folder")
+    pbench.add_argument(
+        "--inputs", type=int, default=200, help="inputs timed a form (default %(default)s)"
+    )
+    pbench.add_argument(
+        "--threads", type=int, default=1, help="threads a model uses (default %(default)s)"
+    )
+    pbench.add_argument("--host", default="", help="the node's name, recorded in the JSON")
+    pbench.add_argument("--output", type=Path, help="also write the JSON here")
 
     export = sub.add_parser(
         "export",
@@ -809,6 +824,18 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.output:
             _write_atomically(args.output, text)
         print(text, end="")
+        return 0
+    if args.command == "predict-bench":
+        from training import predict_bench
+
+        try:
+            result = predict_bench.predict_bench(args.run_dir, args.inputs, args.threads, args.host)
+        except predict_bench.PredictBenchError as e:
+            print(f"predict-bench: {e}", file=sys.stderr)
+            return 2
+        if args.output:
+            _write_atomically(args.output, json.dumps(result, indent=2) + "\n")
+        print("\n".join(predict_bench.lines(result)))
         return 0
     if args.command == "export":
         from training import tflite
