@@ -54,6 +54,7 @@ from training.data_bench import (
 from training.follow import FollowError
 from training.launcher import LaunchError
 from training.netcheck import NetCheckError, check_own_address
+from training.script import ScriptError
 from training.strategy import ALL_REDUCE_DTYPES, ALL_REDUCE_IMPLEMENTATIONS
 from training.tasklog import DIVERGED_EXIT
 from training.train import DivergedError, TrainConfig, TrainError
@@ -69,6 +70,7 @@ USER_ERRORS = (
     FollowError,
     NetCheckError,
     BackupSyncError,
+    ScriptError,
 )
 
 
@@ -177,6 +179,12 @@ def _train_flags(parser: argparse.ArgumentParser) -> None:
         action=argparse.BooleanOptionalAction,
         default=d.epoch_eval,
         help="the chief measures test accuracy after every epoch (default on)",
+    )
+    parser.add_argument(
+        "--script",
+        default=d.script,
+        help="run this script of your own instead of --model (script mode; its arguments "
+        "come from RASPI_TF_SCRIPT_ARGS)",
     )
 
 
@@ -671,6 +679,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     from training import launcher
 
+    if args.command == "train" and args.script:
+        import shlex
+
+        from training import script as scripts
+        from training.train import check
+
+        config = _config(args)
+        check(config)
+        data = Path(config.data_dir) / datasets.prepared_id(config.data_dir, config.dataset)
+        return scripts.run_script(
+            Path(config.script),
+            shlex.split(os.environ.get(scripts.ENV_SCRIPT_ARGS, "")),
+            data_dir=data,
+            output_dir=Path(config.output_dir),
+            run_id=config.run_id,
+        )
     if args.command == "train":
         from training.train import run, stop_requested
 
@@ -701,7 +725,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         manifest = None
         if args.no_data:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
-            models.get(args.model)
+            if args.script:
+                from training.script import check_script
+
+                check_script(Path(args.script))
+            else:
+                models.get(args.model)
         else:
             tf_config = check(config)
             warnings = [oversubscribed(config, tf_config)]
@@ -709,7 +738,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 manifest = datasets.read_manifest(
                     config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
                 )
-                warnings.append(few_steps(config, tf_config, manifest.train.examples))
+                if not config.script:  # a script's steps are its own
+                    warnings.append(few_steps(config, tf_config, manifest.train.examples))
             for warning in filter(None, warnings):
                 print(f"warning: {warning}", file=sys.stderr)
         if args.own_address:

@@ -8,7 +8,9 @@ One JSON object per line, each with ``event`` and ``time`` (Unix seconds):
   still shows movement
 - ``epoch``: ``epoch``, ``loss``, ``accuracy``, ``seconds``, ``examples_per_second``
 - ``resume``: ``from_epoch``, the epochs the restored backup had finished
-- ``end``: ``test_loss``, ``test_accuracy``, ``train_seconds``, ``examples_per_second``
+- ``end``: ``test_loss``, ``test_accuracy``, ``train_seconds``, ``examples_per_second``;
+  a script's (:mod:`training.script`): ``script``, ``wall_seconds``
+- ``log``: ``line``, a line a script printed (script mode; its ``start`` has ``script``)
 
 This module has no TensorFlow import; :func:`make_callback` imports tf_keras
 when it is called.
@@ -122,6 +124,8 @@ def describe(events: list[dict[str, Any]]) -> str:
     starts = sum(1 for e in events if e["event"] == "start")
     if last["event"] == "start" and starts > 1:
         return f"the chief restarted (start {starts}); the cluster is forming again"
+    if last["event"] == "start" and "script" in start:
+        return f"{start['script']} started on {plural(len(start.get('tasks', [])), 'task')}"
     if last["event"] == "start":
         return (
             f"training started: {start.get('model')} with {start.get('strategy')} on "
@@ -134,6 +138,11 @@ def describe(events: list[dict[str, Any]]) -> str:
             f"loss {_fmt(last.get('loss'))} · accuracy {_fmt(last.get('accuracy'))}"
         )
         return f"{now} | {done}" if done else now
+    if last["event"] == "log":
+        return f"{start.get('script', 'script')}: {last.get('line', '')}"
+    if last["event"] == "end" and "script" in last:
+        seconds = _fmt(last.get("wall_seconds"), ".0f")
+        return f"finished: {last['script']} exited 0 after {seconds} s"
     if last["event"] == "end":
         return (
             f"finished: test accuracy {_fmt(last.get('test_accuracy'))}, "

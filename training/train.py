@@ -106,6 +106,10 @@ class TrainConfig:
         epoch_eval: the chief measures accuracy on the test split after every
             epoch (``test_accuracy`` in the epoch events, TensorBoard and the
             metrics; what time-to-accuracy is read from).
+        script: a user's script on this node (script mode,
+            :mod:`training.script`): the task runs it instead of ``model``,
+            with the arguments of ``RASPI_TF_SCRIPT_ARGS``; empty: raspi-tf's
+            own training.
     """
 
     model: str = "mnist_cnn"
@@ -129,6 +133,7 @@ class TrainConfig:
     pack_bytes: int = 0
     all_reduce_dtype: str = "float32"
     epoch_eval: bool = True
+    script: str = ""
 
 
 class TrainError(RuntimeError):
@@ -148,6 +153,8 @@ def check(config: TrainConfig) -> TFConfig | None:
     Raises:
         training.cluster.ClusterConfigError: a bad TF_CONFIG.
         training.models.UnknownModelError: an unknown model.
+        training.script.ScriptError: a script that is missing, does not parse
+            or imports Keras 3 (script mode).
         training.datasets.DatasetError: a dataset that is not staged here, a
             malformed manifest, a missing shard file of this task or one of
             another size, fewer shards than workers, or a training split too
@@ -209,9 +216,14 @@ def check(config: TrainConfig) -> TFConfig | None:
             "applies the gradients of its own batch, so its step size is not scaled. Fix: leave "
             "learning_rate_scaling out and set the step size itself (learning_rate=...)"
         )
-    models.get(config.model)
-    if config.steps_per_execution > 1:
-        models.check_steps_per_execution(config.model)
+    if config.script:
+        from training.script import check_script
+
+        check_script(Path(config.script))
+    else:
+        models.get(config.model)
+        if config.steps_per_execution > 1:
+            models.check_steps_per_execution(config.model)
     if tf_config is not None and tf_config.task.type == "ps":
         return tf_config  # holds variables, reads no data
     manifest = datasets.read_manifest(

@@ -1,0 +1,139 @@
+"""Script mode: what a user's script gets, what is refused, and what the chief leaves."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from training import datasets
+from training.progress import describe, read_events
+from training.script import ScriptError, check_script, run_script
+
+SHOW_ENV = """
+import json, os, pathlib, sys
+out = pathlib.Path(os.environ["RASPI_TF_OUTPUT_DIR"])
+names = ["RASPI_TF_DATA_DIR", "RASPI_TF_RUN_ID", "RASPI_TF_TASK", "RASPI_TF_IS_CHIEF",
+         "TF_USE_LEGACY_KERAS"]
+(out / "model.keras").write_text("weights")
+env = {n: os.environ[n] for n in names} | {"args": sys.argv[1:]}
+(out / "env.json").write_text(json.dumps(env))
+print("Epoch 1/1")
+print("31/31 - 1s - loss: 0.5000 - accuracy: 0.8500")
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+def _script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("import keras\n", "line 1: imports Keras 3 (keras)"),
+        ("import os\nfrom keras.layers import Dense\n", "line 2: imports Keras 3 (keras.layers)"),
+        ("def f(:\n", "line 1: "),
+    ],
+)
+def test_a_script_that_cannot_train_is_refused_naming_its_line(tmp_path, text, expected):
+    path = _script(tmp_path, text)
+    with pytest.raises(ScriptError, match="fix:") as e:
+        check_script(path)
+    assert f"{path} {expected}" in str(e.value)
+
+
+def test_a_missing_script_is_refused(tmp_path):
+    with pytest.raises(ScriptError, match=r"nope\.py is not a file; fix: give -e script="):
+        check_script(tmp_path / "nope.py")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import tf_keras as keras\n",
+        "from tensorflow import keras\n",
+        "import tensorflow as tf\nmodel = tf.keras.Sequential()\n",
+        "from .keras import x\n",
+    ],
+)
+def test_tf_keras_in_any_spelling_is_taken(tmp_path, text):
+    check_script(_script(tmp_path, text))
+
+
+def test_the_chief_runs_the_script_with_its_folders_and_keeps_what_it_wrote(tmp_path, monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    out, data = tmp_path / "run", tmp_path / "datasets" / "mnist_5k-abc"
+    code = run_script(
+        _script(tmp_path, SHOW_ENV), ["--epochs", "2"], data_dir=data, output_dir=out, run_id="r1"
+    )
+    assert code == 0
+    env = json.loads((out / "env.json").read_text())
+    assert env == {
+        "RASPI_TF_DATA_DIR": str(data),
+        "RASPI_TF_RUN_ID": "r1",
+        "RASPI_TF_TASK": "local",
+        "RASPI_TF_IS_CHIEF": "1",
+        "TF_USE_LEGACY_KERAS": "1",
+        "args": ["--epochs", "2"],
+    }
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["script"] == "train.py" and metrics["exit_code"] == 0
+    assert metrics["outputs"] == ["env.json", "model.keras"]
+    events = read_events(out / "progress.jsonl")
+    assert [e["event"] for e in events] == ["start", "log", "log", "end"]
+    assert describe(events[:3]) == "train.py: 31/31 - 1s - loss: 0.5000 - accuracy: 0.8500"
+    assert describe(events).startswith("finished: train.py exited 0 after ")
+
+
+def test_another_task_writes_to_a_folder_removed_at_its_end_and_gives_the_exit_code(
+    tmp_path, monkeypatch
+):
+    tf_config = {
+        "cluster": {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    monkeypatch.setenv("EXIT", "3")
+    out = tmp_path / "run"
+    script = _script(
+        tmp_path,
+        SHOW_ENV.replace("sys.exit(", 'print("OUT", out)\nsys.exit('),
+    )
+    code = run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1")
+    assert code == 3
+    assert not out.exists()  # only the chief writes the run folder
+
+
+def test_a_stopped_task_stops_its_script(tmp_path):
+    script = _script(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    data = tmp_path / "datasets"
+    datasets.prepare("mnist_5k", data, datasets.Settings())
+    argv = [sys.executable, "-m", "training", "train", "--script", str(script)]
+    argv += ["--data-dir", str(data), "--output-dir", str(tmp_path / "run")]
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    task = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    assert task.stdout is not None and task.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    task.send_signal(signal.SIGTERM)
+    assert task.wait(timeout=30) == 128 + signal.SIGTERM
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_the_check_refuses_keras_3_with_exit_status_2(tmp_path):
+    script = _script(tmp_path, "import keras\n")
+    argv = [sys.executable, "-m", "training", "check", "--no-data", "--script", str(script)]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    assert "line 1: imports Keras 3 (keras)" in done.stderr

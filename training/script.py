@@ -1,0 +1,219 @@
+"""Script mode: a user's own single-file TensorFlow script as every task of a run.
+
+``python -m training train --script train.py`` is what each task's unit (or
+the local launcher) starts when ``train.yml`` gets ``-e script=/path/to/train.py``:
+the task's checks (TF_CONFIG, the staged dataset's shards) are the same as
+for raspi-tf's own training, then :func:`run_script` runs the script in a
+child Python with the environment TensorFlow's multi-worker tutorial
+expects, plus where the data and the outputs are:
+
+- ``TF_CONFIG``: this task's, rendered from the inventory as for any run;
+- ``TF_USE_LEGACY_KERAS=1``: ``tf.keras`` is tf-keras, which
+  ``tf.distribute`` strategies train with;
+- ``RASPI_TF_DATA_DIR``: the staged dataset's folder on this node,
+  ``dataset.json`` (shapes, classes, ``record_bytes``, shard files) and the
+  shards this task reads (see ``examples/multi_worker_script.py``);
+- ``RASPI_TF_OUTPUT_DIR``: where to write the model, logs and anything else:
+  the run folder on the chief, which ``train.yml`` brings back; a temporary
+  folder on every other task, removed when it ends (each worker must save
+  too, but only the chief's copy is kept, as in TensorFlow's tutorial);
+- ``RASPI_TF_RUN_ID``, ``RASPI_TF_TASK`` (``worker-1``), ``RASPI_TF_IS_CHIEF``
+  (``1`` or ``0``).
+
+The script's output goes to the task's log line by line; on the chief each
+line is also a ``log`` progress event, which ``train.yml`` shows while the
+run goes. The task exits with the script's exit code, so systemd (and the
+local launcher) restart a failing script up to the run's restart limit. On
+the chief a script that exits 0 leaves ``metrics.json``: the script, its
+exit code, wall time and the files it wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from training.cluster import parse_tf_config
+from training.progress import PROGRESS_FILE, ProgressWriter
+
+#: What ``RASPI_TF_*`` variables a script gets (see the module docstring).
+ENV_DATA_DIR = "RASPI_TF_DATA_DIR"
+ENV_OUTPUT_DIR = "RASPI_TF_OUTPUT_DIR"
+ENV_RUN_ID = "RASPI_TF_RUN_ID"
+ENV_TASK = "RASPI_TF_TASK"
+ENV_IS_CHIEF = "RASPI_TF_IS_CHIEF"
+#: The script's own arguments, one shell-quoted string (``-e script_args=...``).
+ENV_SCRIPT_ARGS = "RASPI_TF_SCRIPT_ARGS"
+METRICS_FILE = "metrics.json"
+#: Longest script line kept in a progress event, in characters.
+LINE_CHARS = 300
+
+
+class ScriptError(Exception):
+    """A script that cannot run; the message names the file, the line and the fix."""
+
+
+def check_script(path: Path) -> None:
+    """Refuse a script that is not a file, does not parse, or imports Keras 3.
+
+    ``import keras`` and ``from keras ...`` give Keras 3, whose models do not
+    train under tf.distribute's multi-worker strategies; tf-keras (``import
+    tf_keras as keras``, or ``tf.keras`` with ``TF_USE_LEGACY_KERAS=1``,
+    which every task sets) does.
+
+    Raises:
+        ScriptError: naming the file, the line and the fix.
+    """
+    if not path.is_file():
+        raise ScriptError(
+            f"{path} is not a file; fix: give -e script=<a .py file on the control node>"
+        )
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except SyntaxError as e:
+        raise ScriptError(
+            f"{path} line {e.lineno}: {e.msg}; fix: run it with python3 once to see it fail"
+        ) from None
+    except UnicodeDecodeError as e:
+        raise ScriptError(f"{path} is not UTF-8 text ({e.reason}); fix: save it as UTF-8") from None
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        if any(n == "keras" or n.startswith("keras.") for n in names):
+            raise ScriptError(
+                f"{path} line {node.lineno}: imports Keras 3 ({names[0]}), which tf.distribute's "
+                "multi-worker strategies do not train; fix: import tf_keras as keras, or use "
+                "tf.keras (tasks set TF_USE_LEGACY_KERAS=1)"
+            )
+
+
+def script_env(
+    base: dict[str, str],
+    *,
+    data_dir: Path,
+    output_dir: Path,
+    run_id: str,
+    task: str,
+    is_chief: bool,
+) -> dict[str, str]:
+    """The environment a script runs with: ``base`` plus the ``RASPI_TF_*`` variables."""
+    return {
+        **base,
+        "TF_USE_LEGACY_KERAS": "1",
+        "PYTHONUNBUFFERED": "1",
+        ENV_DATA_DIR: str(data_dir),
+        ENV_OUTPUT_DIR: str(output_dir),
+        ENV_RUN_ID: run_id,
+        ENV_TASK: task,
+        ENV_IS_CHIEF: "1" if is_chief else "0",
+    }
+
+
+def run_script(
+    script: Path,
+    args: list[str],
+    *,
+    data_dir: Path,
+    output_dir: Path,
+    run_id: str,
+) -> int:
+    """Run ``script`` as this task (TF_CONFIG from the environment) to its end.
+
+    Args:
+        script: the script's path on this node.
+        args: the script's own arguments.
+        data_dir: the staged dataset's folder on this node (``<data dir>/<id>``).
+        output_dir: the run folder; only the chief writes into it.
+        run_id: the run's name.
+
+    Returns:
+        The script's exit code (128 + the signal's number when a signal ended it).
+
+    Raises:
+        ScriptError: see :func:`check_script`.
+    """
+    check_script(script)
+    tf_config = parse_tf_config(os.environ.get("TF_CONFIG"))
+    is_chief = tf_config is None or tf_config.is_chief
+    task = tf_config.task.name if tf_config else "local"
+    out = output_dir if is_chief else Path(tempfile.mkdtemp(prefix=f"raspi-tf-{task}-"))
+    out.mkdir(parents=True, exist_ok=True)
+    writer = ProgressWriter(out / PROGRESS_FILE) if is_chief else None
+    if writer:
+        tasks = [t.name for t in tf_config.tasks] if tf_config else ["local"]
+        writer.write("start", script=script.name, model=script.name, strategy="script", tasks=tasks)
+    before = _files(out) if is_chief else set()
+    started = time.time()
+    env = script_env(
+        dict(os.environ),
+        data_dir=data_dir,
+        output_dir=out,
+        run_id=run_id,
+        task=task,
+        is_chief=is_chief,
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-u", str(script), *args],
+        env=env,
+        cwd=out,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+
+    def forward(signum: int, _frame: Any) -> None:
+        # systemd and the launcher stop a task with SIGTERM: the script gets it too.
+        if child.poll() is None:
+            child.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        assert child.stdout is not None
+        for line in child.stdout:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            text = line.rstrip().rsplit("\r", 1)[-1].strip()
+            if writer and text:
+                writer.write("log", line=text[:LINE_CHARS])
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if not is_chief:
+            shutil.rmtree(out, ignore_errors=True)
+    code = 128 - code if code < 0 else code
+    if writer and code == 0:
+        metrics = {
+            "run_id": run_id,
+            "script": script.name,
+            "strategy": "script",
+            "tasks": [t.name for t in tf_config.tasks] if tf_config else ["local"],
+            "exit_code": code,
+            "wall_seconds": round(time.time() - started, 3),
+            "outputs": sorted(_files(out) - before - {METRICS_FILE, PROGRESS_FILE}),
+        }
+        tmp = out / f".{METRICS_FILE}.tmp"
+        tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(out / METRICS_FILE)
+        writer.write("end", script=script.name, wall_seconds=metrics["wall_seconds"])
+    return code
+
+
+def _files(folder: Path) -> set[str]:
+    """Every file under ``folder``, relative, with ``/`` separators."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
