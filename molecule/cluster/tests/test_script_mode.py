@@ -1,0 +1,48 @@
+"""Script mode on the three nodes: the example script as every task, its model back home."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import testinfra
+
+INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
+PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+
+
+def node(name: str):
+    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+
+
+def test_the_example_script_trains_on_three_nodes_and_its_model_comes_back() -> None:
+    runs = EPHEMERAL / "script-runs"
+    result = subprocess.run(
+        [
+            *("ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")),
+            *("-e", f"script={PROJECT / 'examples' / 'multi_worker_script.py'}"),
+            *("-e", "script_args='--epochs 2 --batch-size 32'"),
+            *("-e", f"training_run_runs_dir={runs}", "-e", "training_run_id=script-mwms"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # molecule's Ansible sends a failed task to stderr
+        text=True,
+        env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"},
+        timeout=1800,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    run = runs / "script-mwms"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["script"] == "multi_worker_script.py"
+    assert metrics["tasks"] == ["worker-0", "worker-1", "worker-2"]
+    assert (run / "model.keras").stat().st_size > 10_000
+    assert json.loads((run / "test.json").read_text())["test_accuracy"] >= 0.85
+    assert {p.stem for p in (run / "logs").glob("*.log")} >= {"worker-0", "worker-1", "worker-2"}
+    # Each node ran its copy of the script, which belongs to the training user, not root.
+    for name in ("node1", "node2", "node3"):
+        copy = node(name).file("/var/lib/raspi-tf/runs/script-mwms/script/multi_worker_script.py")
+        assert copy.exists and copy.user == "raspi-tf", name
