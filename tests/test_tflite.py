@@ -122,6 +122,12 @@ def test_predict_names_what_it_cannot_read(exported: dict, run: tuple[Path, Path
     assert done.returncode == 2
     assert f"{tmp_path / 'preprocessing.json'} is missing" in done.stderr
 
+    # The model file itself, as one names it on a Pi: its folder holds the preprocessing.
+    done = _python("predict", "--model", str(out / "model-int8.tflite"), "--images", str(tmp_path))
+    assert f"{tmp_path / 'good.png'}: " in done.stdout and "with model-int8.tflite" in done.stdout
+    done = _python("predict", "--model", str(tmp_path / "nosuch"), "--images", str(tmp_path))
+    assert f"{tmp_path / 'nosuch'} is not a folder; fix: give the folder of a run" in done.stderr
+
     other = tmp_path / "other"
     other.mkdir()
     (other / "model.tflite").write_bytes((out / "model.tflite").read_bytes())
@@ -169,3 +175,16 @@ def test_predict_bench_refuses_a_run_that_was_not_exported(tmp_path):
     done = _python("predict-bench", "--run-dir", str(tmp_path))
     assert done.returncode == 2
     assert "lists no TFLite variant; fix: export the run first" in done.stderr
+
+
+def test_a_script_run_is_not_exported_and_says_why(run, tmp_path):
+    _, data = run
+    (tmp_path / "model.keras").write_text("the script's")
+    (tmp_path / "metrics.json").write_text(json.dumps({"script": "train.py", "exit_code": 0}))
+    for argv in (
+        ("export", "--run-dir", str(tmp_path), "--data-dir", str(data)),
+        ("predict-bench", "--run-dir", str(tmp_path)),
+    ):
+        done = _python(*argv)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert "is a run of the script train.py: raspi-tf exports only" in done.stderr

@@ -72,22 +72,39 @@ class Model:
 
     @classmethod
     def load(cls, model_dir: Path, variant: str = "float32", threads: int | None = None) -> Model:
-        """The model of ``model_dir`` (a run folder, or any holding its files).
+        """The model of ``model_dir``: a run folder, or any folder holding its files.
+
+        A ``.tflite`` file beside its ``preprocessing.json`` is taken too; its
+        name (``model-int8.tflite``) then gives the variant.
 
         Raises:
-            PredictError: the folder lacks ``preprocessing.json`` or the
-                variant's file, or the model's input shape is not the one the
-                preprocessing makes; each names the path and the fix.
+            PredictError: no such folder, the folder lacks ``preprocessing.json``
+                or the variant's file, or the model's input shape is not the one
+                the preprocessing makes; each names the path and the fix.
         """
-        if variant not in VARIANT_FILES:
+        if model_dir.suffix == ".tflite" and model_dir.is_file():
+            by_file = {f: v for v, f in VARIANT_FILES.items()}
+            path, model_dir = model_dir, model_dir.parent
+            variant = by_file.get(path.name, variant)
+        elif variant not in VARIANT_FILES:
             raise PredictError(
                 f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: pick one"
             )
-        path = model_dir / VARIANT_FILES[variant]
+        else:
+            path = model_dir / VARIANT_FILES[variant]
+        if not model_dir.is_dir():
+            raise PredictError(
+                f"{model_dir} is not a folder; fix: give the folder of a run "
+                "(runs/<id>) or one holding its model*.tflite and preprocessing.json"
+            )
         pre = model_dir / PREPROCESSING_FILE
+        export = (
+            f"export it: python -m training export --run-dir <the run> --data-dir <its datasets> "
+            f"--variants {variant} (train.yml: -e export_int8=true)"
+        )
         for needed, fix in (
             (pre, "copy the run's preprocessing.json beside the model"),
-            (path, f"export the run with the {variant} variant (export_variants)"),
+            (path, export if variant != "float32" else "give a run that ended with its model"),
         ):
             if not needed.is_file():
                 raise PredictError(f"{needed} is missing; fix: {fix}")

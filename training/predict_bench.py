@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from training.tflite import VARIANT_FILES, ExportError, Runner
+from training.tflite import VARIANT_FILES, ExportError, Runner, script_run_message
 
 #: Inputs timed for each form, after :data:`WARMUP` untimed calls (the
 #: first calls build TensorFlow's functions and the interpreter's plans).
@@ -99,6 +99,8 @@ def predict_bench(
                 f"{path} is missing; fix: give the folder of a run that ended with its model"
             )
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    if metrics.get("script"):
+        raise PredictBenchError(script_run_message(run_dir, metrics))
     export = {v: e for v, e in (metrics.get("export") or {}).items() if e.get("file")}
     if not export:
         raise PredictBenchError(

@@ -291,6 +291,8 @@ def export_run(
                 "fix: give the folder of a run that ended with its model"
             )
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
+    if metrics.get("script") or "dataset_id" not in metrics:
+        raise ExportError(script_run_message(run_dir, metrics))
     try:
         manifest = datasets.read_manifest(data_dir, metrics["dataset_id"])
     except datasets.DatasetError as e:
@@ -331,6 +333,20 @@ def export_run(
     metrics["export_max_accuracy_drop"] = max_accuracy_drop
     write_json(metrics_path, metrics)
     return out
+
+
+def script_run_message(run_dir: Path, metrics: dict[str, Any]) -> str:
+    """Why a run has nothing to export (a script run, or no finished run), and the fix."""
+    if metrics.get("script"):
+        return (
+            f"{run_dir} is a run of the script {metrics['script']}: raspi-tf exports only "
+            "the models its own training writes; fix: give a run of raspi-tf's training, or "
+            "convert the model in your script (tf.lite.TFLiteConverter.from_keras_model)"
+        )
+    return (
+        f"{run_dir}/metrics.json names no dataset_id: not a finished run's; "
+        "fix: give the folder of a run that train.yml finished"
+    )
 
 
 def summary(export: dict[str, dict[str, Any]], max_accuracy_drop: float) -> str:
