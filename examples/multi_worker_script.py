@@ -29,6 +29,16 @@ parser.add_argument("--epochs", type=int, default=3)
 parser.add_argument("--batch-size", type=int, default=64, help="examples per worker a step")
 args = parser.parse_args()
 
+# This example is for synchronous all-reduce (the default strategy). A cluster with ps tasks
+# (-e strategy=parameter_server) needs a script in the shape of TensorFlow's parameter server
+# tutorial instead: stop here with the fix, not deep inside TensorFlow.
+if "ps" in json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}):
+    raise SystemExit(
+        "multi_worker_script.py trains with MultiWorkerMirroredStrategy, not parameter servers; "
+        "fix: leave out -e strategy=parameter_server, or write a parameter server script "
+        "(https://www.tensorflow.org/tutorials/distribute/parameter_server_training)"
+    )
+
 # The strategy first: it reads TF_CONFIG and joins the cluster.
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 workers = strategy.num_replicas_in_sync

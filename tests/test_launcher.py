@@ -265,6 +265,26 @@ def test_many_epochs_in_one_poll_share_a_line_but_the_newest(tmp_path: Path) -> 
     ]
 
 
+def test_a_script_s_lines_since_the_last_poll_are_shown_the_newest_first_cut(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    start = {"event": "start", "script": "train.py", "tasks": ["worker-0", "worker-1"]}
+    logs = [
+        {"event": "log", "line": f"Epoch {i}/6: 31/31 - 1s - loss: 0.{9 - i}000"}
+        for i in range(1, 7)
+    ]
+    text = "".join(json.dumps(e) + "\n" for e in [start, *logs])
+    (run / "progress.jsonl").write_text(text)
+    line = follow_run(run, wait=0.1, cursor_file=tmp_path / "cursor")["line"]
+    assert line.split(LINE_SEPARATOR) == [
+        "train.py started on 2 tasks",
+        *(f"train.py: Epoch {i}/6: 31/31 - 1s - loss: 0.{9 - i}000" for i in range(3, 7)),
+    ]
+
+
 def test_spec_without_its_chief_is_refused(tmp_path: Path) -> None:
     spec = tmp_path / "launch.json"
     spec.write_text(

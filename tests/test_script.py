@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ROOT
 from training import datasets
 from training.progress import describe, read_events
-from training.script import ScriptError, check_script, run_script
+from training.script import ScriptError, check_script, run_script, split_args
 
 SHOW_ENV = """
 import json, os, pathlib, sys
@@ -24,9 +24,11 @@ out = pathlib.Path(os.environ["RASPI_TF_OUTPUT_DIR"])
 names = ["RASPI_TF_DATA_DIR", "RASPI_TF_RUN_ID", "RASPI_TF_TASK", "RASPI_TF_IS_CHIEF",
          "TF_USE_LEGACY_KERAS"]
 (out / "model.keras").write_text("weights")
+(out / ".follow-cursor").write_text("0")  # as the follower writes into a local run's folder
 env = {n: os.environ[n] for n in names} | {"args": sys.argv[1:]}
 (out / "env.json").write_text(json.dumps(env))
 print("Epoch 1/1")
+print("I0000 00:00:1796548656.128988   14624 cpu_feature_guard.cc:211] TensorFlow's own log")
 print("31/31 - 1s - loss: 0.5000 - accuracy: 0.8500")
 sys.exit(int(os.environ.get("EXIT", "0")))
 """
@@ -89,10 +91,13 @@ def test_the_chief_runs_the_script_with_its_folders_and_keeps_what_it_wrote(tmp_
     }
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["script"] == "train.py" and metrics["exit_code"] == 0
-    assert metrics["outputs"] == ["env.json", "model.keras"]
+    assert metrics["outputs"] == ["env.json", "model.keras"]  # not .follow-cursor and the like
     events = read_events(out / "progress.jsonl")
-    assert [e["event"] for e in events] == ["start", "log", "log", "end"]
-    assert describe(events[:3]) == "train.py: 31/31 - 1s - loss: 0.5000 - accuracy: 0.8500"
+    # Keras' epoch header joins the epoch's line; TensorFlow's own log lines stay in the log.
+    assert [e["event"] for e in events] == ["start", "log", "end"]
+    assert (
+        describe(events[:2]) == "train.py: Epoch 1/1: 31/31 - 1s - loss: 0.5000 - accuracy: 0.8500"
+    )
     assert describe(events).startswith("finished: train.py exited 0 after ")
 
 
@@ -137,3 +142,9 @@ def test_the_check_refuses_keras_3_with_exit_status_2(tmp_path):
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "line 1: imports Keras 3 (keras)" in done.stderr
+
+
+def test_script_args_split_as_a_shell_would_and_an_open_quote_is_refused():
+    assert split_args("--name 'two words' --epochs 4") == ["--name", "two words", "--epochs", "4"]
+    with pytest.raises(ScriptError, match="No closing quotation; fix: close each quote"):
+        split_args("--name 'two words")

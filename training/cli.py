@@ -209,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--tf-config-file", type=Path, help="read TF_CONFIG from this file")
     check.add_argument("--no-data", action="store_true", help="do not look for the dataset's files")
     check.add_argument(
+        "--script-args", default="", help="with --script: its arguments, as one string to split"
+    )
+    check.add_argument(
         "--own-address",
         action="store_true",
         help="also refuse a task address that is not this machine's (a local run: all tasks here)",
@@ -680,8 +683,6 @@ def _dispatch(args: argparse.Namespace) -> int:
     from training import launcher
 
     if args.command == "train" and args.script:
-        import shlex
-
         from training import script as scripts
         from training.train import check
 
@@ -690,7 +691,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         data = Path(config.data_dir) / datasets.prepared_id(config.data_dir, config.dataset)
         return scripts.run_script(
             Path(config.script),
-            shlex.split(os.environ.get(scripts.ENV_SCRIPT_ARGS, "")),
+            scripts.split_args(os.environ.get(scripts.ENV_SCRIPT_ARGS, "")),
             data_dir=data,
             output_dir=Path(config.output_dir),
             run_id=config.run_id,
@@ -726,9 +727,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.no_data:
             parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             if args.script:
-                from training.script import check_script
+                from training.script import check_script, split_args
 
                 check_script(Path(args.script))
+                split_args(args.script_args)
             else:
                 models.get(args.model)
         else:

@@ -37,6 +37,8 @@ class FollowError(RuntimeError):
 LINE_SEPARATOR = " || "
 #: Epochs one poll shows a line each; more share one line, but the newest.
 MAX_EPOCH_LINES = 3
+#: Lines of a script's output one poll shows at most, the newest.
+MAX_LOG_LINES = 4
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -258,8 +260,13 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
     shown = [
         i
         for i in range(min(seen, len(events)), len(events))
-        if events[i]["event"] in ("start", "resume", "epoch", "end")
+        if events[i]["event"] in ("start", "resume", "epoch", "end", "log")
     ]
+    logs = [i for i in shown if events[i]["event"] == "log"]
+    if len(logs) > MAX_LOG_LINES:
+        # A script's output lines (epochs, its own prints): the newest of this poll only.
+        dropped = set(logs[:-MAX_LOG_LINES])
+        shown = [i for i in shown if i not in dropped]
     epochs = [i for i in shown if events[i]["event"] == "epoch"]
     if len(epochs) > MAX_EPOCH_LINES:
         # Many short epochs in one poll: one line for each run of them between other events

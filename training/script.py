@@ -33,6 +33,8 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -56,10 +58,34 @@ ENV_SCRIPT_ARGS = "RASPI_TF_SCRIPT_ARGS"
 METRICS_FILE = "metrics.json"
 #: Longest script line kept in a progress event, in characters.
 LINE_CHARS = 300
+#: Lines of TensorFlow's own logging (C++ glog and absl, Python's tensorflow and absl
+#: loggers), which go to the task's log but are not the script's progress.
+TF_LOG_LINE = re.compile(
+    r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
+    r"|(WARNING|INFO|ERROR):(tensorflow|absl)|WARNING: All log messages before absl"
+    r"|To enable the following instructions|oneDNN custom operations)"
+)
+#: Keras' line before each epoch's progress (fit with verbose 1 or 2).
+EPOCH_HEADER = re.compile(r"^Epoch \d+/\d+$")
 
 
 class ScriptError(Exception):
     """A script that cannot run; the message names the file, the line and the fix."""
+
+
+def split_args(text: str) -> list[str]:
+    """A script's arguments: ``text`` split as a POSIX shell would (``shlex.split``).
+
+    Raises:
+        ScriptError: unbalanced quotes, naming the text and the fix.
+    """
+    try:
+        return shlex.split(text)
+    except ValueError as e:
+        raise ScriptError(
+            f"script_args={text!r}: {e}; fix: close each quote; a value with spaces "
+            "goes inside one pair: --name 'two words'"
+        ) from None
 
 
 def check_script(path: Path) -> None:
@@ -185,12 +211,18 @@ def run_script(
     previous = signal.signal(signal.SIGTERM, forward)
     try:
         assert child.stdout is not None
+        header = ""
         for line in child.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()
             text = line.rstrip().rsplit("\r", 1)[-1].strip()
-            if writer and text:
-                writer.write("log", line=text[:LINE_CHARS])
+            if not writer or not text or TF_LOG_LINE.match(text):
+                continue
+            if EPOCH_HEADER.match(text):
+                header = text  # Keras' "Epoch 2/4": shown with the line that ends the epoch
+                continue
+            writer.write("log", line=(f"{header}: {text}" if header else text)[:LINE_CHARS])
+            header = ""
         code = child.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -215,5 +247,12 @@ def run_script(
 
 
 def _files(folder: Path) -> set[str]:
-    """Every file under ``folder``, relative, with ``/`` separators."""
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    """Every file under ``folder``, relative, with ``/`` separators; hidden ones left out.
+
+    Hidden files are raspi-tf's own, such as the follower's ``.follow-cursor``.
+    """
+    return {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+    }
