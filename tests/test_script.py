@@ -148,3 +148,43 @@ def test_script_args_split_as_a_shell_would_and_an_open_quote_is_refused():
     assert split_args("--name 'two words' --epochs 4") == ["--name", "two words", "--epochs", "4"]
     with pytest.raises(ScriptError, match="No closing quotation; fix: close each quote"):
         split_args("--name 'two words")
+
+
+def test_a_script_that_ignores_sigterm_dies_with_its_killed_task(tmp_path):
+    # A script blocked inside TensorFlow does not end on SIGTERM; when the launcher then
+    # kills the task, the script must not live on in its own session, holding the port.
+    pid_file = tmp_path / "pid"
+    _script(
+        tmp_path,
+        "import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(120)\n",
+    )
+    runner = (
+        "import sys, pathlib\n"
+        "from training.script import run_script\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        "run_script(p / 'train.py', [], data_dir=p, output_dir=p / 'run', run_id='r1')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TF_CONFIG"}
+    task = subprocess.Popen([sys.executable, "-c", runner, str(tmp_path)], cwd=ROOT, env=env)
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the script did not start"
+        time.sleep(0.1)
+    script_pid = int(pid_file.read_text())
+    task.kill()
+    task.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{script_pid}").exists() and "zombie" not in _state(script_pid):
+        assert time.monotonic() < deadline, "the script outlived its killed task"
+        time.sleep(0.1)
+
+
+def _state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return "zombie"
+    return "zombie" if "\nState:\tZ" in status else "alive"

@@ -65,6 +65,8 @@ TF_LOG_LINE = re.compile(
     r"|(WARNING|INFO|ERROR):(tensorflow|absl)|WARNING: All log messages before absl"
     r"|To enable the following instructions|oneDNN custom operations)"
 )
+#: prctl's option that names the signal a process gets when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 #: Keras' line before each epoch's progress (fit with verbose 1 or 2).
 EPOCH_HEADER = re.compile(r"^Epoch \d+/\d+$")
 
@@ -201,6 +203,7 @@ def run_script(
         text=True,
         errors="replace",
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
 
     def forward(signum: int, _frame: Any) -> None:
@@ -244,6 +247,22 @@ def run_script(
         tmp.replace(out / METRICS_FILE)
         writer.write("end", script=script.name, wall_seconds=metrics["wall_seconds"])
     return code
+
+
+def _die_with_parent() -> None:
+    """In the script's process: get SIGKILL when the task that started it dies.
+
+    The script runs in a session of its own, so a signal to the task's
+    process group misses it, and a script blocked inside TensorFlow (a
+    cluster that never forms) does not end on the SIGTERM the task forwards.
+    When the launcher then kills the task, the kernel kills the script too
+    (``prctl(PR_SET_PDEATHSIG)``, Linux), instead of leaving it holding the
+    task's port.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _files(folder: Path) -> set[str]:
