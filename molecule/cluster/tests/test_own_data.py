@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +47,8 @@ def test_a_photo_folder_trains_and_each_node_holds_only_its_shards() -> None:
     folder = EPHEMERAL / "photos"
     write_image_folder(folder, bad=True, per_class=100)
     runs = EPHEMERAL / "own-runs"
+    # molecule keeps its ephemeral folder across scenario runs of a checkout: start empty.
+    shutil.rmtree(runs, ignore_errors=True)
     given = ["-e", f"dataset={folder}", "-e", f"training_run_runs_dir={runs}"]
 
     refused = train(*given)
