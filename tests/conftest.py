@@ -15,9 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
-def run_playbook(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    """Run ansible-playbook from the repository root; output captured as text."""
-    env = {**os.environ, "ANSIBLE_FORCE_COLOR": "0", "ANSIBLE_NOCOLOR": "1"}
+def run_playbook(
+    *args: str, timeout: float = 1800, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ansible-playbook from the repository root; output captured as text.
+
+    ``env`` replaces this process's environment when given.
+    """
+    env = {
+        **(os.environ if env is None else env),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
     return subprocess.run(
         [str(BIN / "ansible-playbook"), *args],
         cwd=ROOT,
