@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_workers
 from tests.test_datasets import file_ids, id_npz
 from training import datasets
@@ -60,3 +62,23 @@ def test_each_worker_reads_only_its_own_shards(tmp_path: Path) -> None:
     # FILE sharding applied as asked: no fallback from AUTO, no sharding warning.
     for log in logs:
         assert "AUTO" not in log and "shard" not in log.lower(), log[-3000:]
+
+
+def test_a_process_alone_on_a_node_reads_the_shards_the_node_holds(tmp_path: Path) -> None:
+    # step-bench on a node of a 2-node cluster: shards 0 and 2 staged, 1 and 3 not.
+    source = id_npz(tmp_path / "ids.npz", 1001)
+    manifest, _ = datasets.prepare(str(source), tmp_path, datasets.Settings(shards=4))
+    for shard in manifest.train_files(1, 2):
+        (tmp_path / manifest.id / shard.file).unlink()
+    held = manifest.staged_train_files(tmp_path)
+    assert held == manifest.train_files(0, 2)
+    from tests.test_datasets import ids_of
+    from training.datasets import pipeline
+
+    batches = pipeline.train_dataset(manifest, tmp_path, 50, seed=3, files=held).take(10)
+    seen = {i for images, _ in batches for i in ids_of(images.numpy())}
+    assert seen and seen <= file_ids(manifest, held)
+    for shard in held:
+        (tmp_path / manifest.id / shard.file).unlink()
+    with pytest.raises(datasets.DatasetError, match=r"no training shard of dataset .* Fix: run"):
+        manifest.staged_train_files(tmp_path)

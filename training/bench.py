@@ -587,7 +587,8 @@ def step_trace(
     Raises:
         ValueError: ``seconds`` not above 0 or ``batch_size`` below 1.
         training.models.UnknownModelError: an unknown model.
-        training.datasets.DatasetError: the dataset is not staged in ``data_dir``.
+        training.datasets.DatasetError: the dataset, or any of its train
+            shards, is not staged in ``data_dir``.
     """
     if seconds <= 0 or batch_size < 1:
         raise ValueError(
@@ -612,7 +613,9 @@ def step_trace(
     model = models.build(
         model_name, models.learning_rate(model_name), 1, staged.input_shape, len(staged.classes)
     )
-    batches = iter(pipeline.train_dataset(staged, data_dir, batch_size, seed))
+    # The shards this node holds: a bench node of a 2-node case holds half of them.
+    own = staged.staged_train_files(data_dir)
+    batches = iter(pipeline.train_dataset(staged, data_dir, batch_size, seed, own))
     train_step = model.make_train_function()
     for _ in range(20):
         float(train_step(batches)["loss"])

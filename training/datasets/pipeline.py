@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.datasets._base import DatasetError
-from training.datasets.shards import LABEL_BYTES, Manifest
+from training.datasets.shards import LABEL_BYTES, Manifest, ShardFile
 
 if TYPE_CHECKING:
     import tensorflow as tf
@@ -156,7 +156,11 @@ def _paths(manifest: Manifest, data_dir: Path | str, files: list[Any]) -> list[s
 
 
 def train_dataset(
-    manifest: Manifest, data_dir: Path | str, global_batch: int, seed: int
+    manifest: Manifest,
+    data_dir: Path | str,
+    global_batch: int,
+    seed: int,
+    files: list[ShardFile] | None = None,
 ) -> tf.data.Dataset:
     """The training input of ``multi_worker_mirrored`` and of a single process.
 
@@ -178,6 +182,8 @@ def train_dataset(
         seed: shuffle seed; each worker gives its own (``training.train``
             adds its index), so that two workers' streams of equal length do
             not pair the same examples in every global batch.
+        files: the train shards to read; every one (the default) for a
+            cluster's workers, whose FILE sharding picks their own.
 
     Returns:
         Endless batches of (float32 (global_batch, *input_shape), int32 (global_batch,)).
@@ -185,10 +191,10 @@ def train_dataset(
     import tensorflow as tf
 
     _no_autotune_in_device_prefetch()
-    files = tf.data.Dataset.from_tensor_slices(
-        _paths(manifest, data_dir, manifest.all_train_files())
+    names = tf.data.Dataset.from_tensor_slices(
+        _paths(manifest, data_dir, manifest.all_train_files() if files is None else files)
     )
-    ds = _read(files, manifest)
+    ds = _read(names, manifest)
     ds = ds.shuffle(shuffle_buffer(manifest), seed=seed, reshuffle_each_iteration=True)
     ds = ds.repeat().batch(global_batch, drop_remainder=True).map(decoder(manifest))
     ds = ds.prefetch(PREFETCH_BATCHES)

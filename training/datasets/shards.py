@@ -159,6 +159,25 @@ class Manifest:
         """Every train shard, in order."""
         return list(self.train.shards)
 
+    def staged_train_files(self, data_dir: Path | str) -> list[ShardFile]:
+        """The train shards this node holds in ``data_dir/<id>/``, in order.
+
+        A node of an N-worker cluster holds only its workers' shards
+        (:meth:`worker_train_files`); a process that trains alone on it, as
+        ``step-bench`` does, reads those.
+
+        Raises:
+            DatasetError: the node holds no train shard of this dataset.
+        """
+        folder = Path(data_dir) / self.id
+        staged = [s for s in self.train.shards if (folder / s.file).is_file()]
+        if not staged:
+            raise DatasetError(
+                f"no training shard of dataset {self.id} is in {folder}. Fix: run site.yml "
+                "(it stages each node's shards)"
+            )
+        return staged
+
     def test_files(self) -> list[ShardFile]:
         """Every test shard, in order."""
         return list(self.test.shards)
