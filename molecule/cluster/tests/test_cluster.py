@@ -66,6 +66,18 @@ def test_service_user_reaches_every_node_over_ssh_with_host_key_checking(host) -
         assert result.stdout.strip() == other
 
 
+def test_no_task_unit_is_enabled_after_the_runs(host) -> None:
+    # A unit is enabled only while its run goes (so a rebooted node rejoins it): one
+    # left enabled would start a finished run's task at the node's next boot.
+    wants = host.check_output(
+        "find /etc/systemd/system /run/systemd/system -mindepth 2 -name 'raspi-tf-task@*'"
+    )
+    assert wants == "", f"{host.backend.host}: {wants}"
+    for task in TASKS[host.backend.host]:
+        enabled = host.run(f"systemctl is-enabled raspi-tf-task@{task}.service").stdout.strip()
+        assert enabled != "enabled", f"{task} on {host.backend.host} is {enabled}"
+
+
 def test_second_site_run_changed_nothing() -> None:
     # Molecule's idempotence step has already asserted 0 changed; this keeps
     # the claim visible next to the other behaviours.
@@ -219,3 +231,103 @@ def test_blocked_worker_port_fails_the_preflight_naming_both_hosts() -> None:
             .stdout.strip()
             == ""
         )
+
+
+#: Every port the firewall keeps for the cluster's members (docs/operations.md):
+#: each task's TensorFlow port and its metrics port (+1000), apt's cache, TensorBoard,
+#: Prometheus and the node exporter; all on node1, the first member.
+MEMBERS_ONLY = {
+    2222: "worker's TensorFlow",
+    2223: "ps' TensorFlow",
+    2224: "chief's TensorFlow",
+    3222: "worker's metrics",
+    3223: "ps' metrics",
+    3224: "chief's metrics",
+    3142: "apt cache",
+    6006: "TensorBoard",
+    9090: "Prometheus",
+    9100: "node exporter",
+}
+TASK_PORTS = (2222, 2223, 2224, 3222, 3223, 3224)
+PROBE = (
+    'python3 -c "import socket,sys\n'
+    "for port in sys.argv[1:]:\n"
+    " s = socket.socket(); s.settimeout(5)\n"
+    " print(port, s.connect_ex(('node1', int(port))))\n"
+    ' s.close()" '
+)
+
+
+@pytest.fixture
+def listeners_on_node1():
+    """node1 answers on every task port, as during a run (nothing trains between tests)."""
+    n1 = node("node1")
+    unit = "raspi-tf-probe-all"
+    n1.run(f"systemctl stop {unit} 2>/dev/null; systemctl reset-failed {unit} 2>/dev/null")
+    started = n1.run(
+        f"systemd-run --unit={unit} --uid={USER} --working-directory=/opt/raspi-tf/code "
+        "/opt/raspi-tf/venv/bin/python -m training listen "
+        f"--ports {','.join(map(str, TASK_PORTS))} --seconds 120"
+    )
+    assert started.rc == 0, started.stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        listening = n1.check_output("ss -ltnH")
+        if all(f":{port} " in listening for port in MEMBERS_ONLY):
+            break
+        time.sleep(0.5)
+    yield
+    n1.run(f"systemctl stop {unit}")
+
+
+def probe_node1(name: str) -> dict[int, int]:
+    """connect_ex's result for each members-only port of node1, from node ``name`` (0: in)."""
+    output = node(name).check_output(PROBE + " ".join(map(str, MEMBERS_ONLY)))
+    rows = (line.split() for line in output.splitlines())
+    return {int(port): int(result) for port, result in rows}
+
+
+def test_every_members_only_port_answers_a_member_and_refuses_an_outsider(
+    listeners_on_node1: None,
+) -> None:
+    from_member = probe_node1("node3")
+    assert {MEMBERS_ONLY[p]: r for p, r in from_member.items() if r != 0} == {}
+    from_outsider = probe_node1("outsider")
+    reached = [f"{MEMBERS_ONLY[p]} ({p})" for p, r in from_outsider.items() if r == 0]
+    assert reached == [], f"the outsider reached node1's {', '.join(reached)}"
+
+
+TF_VERSION = (
+    "/opt/raspi-tf/venv/bin/python -c 'import importlib.metadata as m; "
+    'print(m.version("tensorflow"))\''
+)
+
+
+def test_a_node_with_another_tensorflow_is_refused_naming_both_versions() -> None:
+    n3 = node("node3")
+    real = node("node1").check_output(TF_VERSION).strip()
+    # Fake an older release on node3: its venv's metadata is what the check reads.
+    metadata = n3.check_output(
+        "ls /opt/raspi-tf/venv/lib/python3*/site-packages/tensorflow-*.dist-info/METADATA"
+    ).strip()
+    n3.check_output(f"sed -i.real 's/^Version: .*/Version: 2.0.0/' {metadata}")
+    try:
+        assert n3.check_output(TF_VERSION).strip() == "2.0.0"
+        result = subprocess.run(
+            ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=os.environ,
+            check=False,
+        )
+    finally:
+        n3.check_output(f"mv {metadata}.real {metadata}")
+    text = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0
+    assert "The nodes must run one TensorFlow release" in text, text[-3000:]
+    assert f"node1: {real}" in text and "node3: 2.0.0" in text, text[-3000:]
+    assert "run site.yml" in text
+    for name in TASKS:
+        active = node(name).run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
+        assert active.stdout.strip() == "", f"{name}: {active.stdout}"

@@ -354,3 +354,76 @@ def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
     assert json.loads((runs / "limit-mwms" / "run.json").read_text())["state"] == "failed"
     for name in NODES:
         assert node(name).run("pgrep -f '[-]m training train'").rc == 1
+
+
+def test_a_stop_after_the_last_epoch_brings_the_model_back() -> None:
+    """train.yml lost (Ctrl-C) in epoch 1; the tasks finish; stop.yml then fetches the results."""
+    runs = EPHEMERAL / "late-stop-runs"
+    play = start_train("late-stop", runs, "-e", "epochs=2")
+    try:
+        wait_for_epoch("late-stop", 1, play)
+        os.killpg(play.pid, signal.SIGINT)
+        play.communicate(timeout=120)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    n1 = node("node1")
+    deadline = time.monotonic() + 600
+    while n1.run(f"test -s {NODE_RUNS}/late-stop/metrics.json").rc != 0:
+        assert time.monotonic() < deadline, "the chief did not finish the run"
+        time.sleep(2)
+    stop = playbook("stop.yml", "-e", "run=late-stop", "-e", f"training_run_runs_dir={runs}")
+    stop_out, _ = stop.communicate(timeout=300)
+    assert stop.returncode == 0, stop_out[-3000:]
+    run = runs / "late-stop"
+    record = json.loads((run / "run.json").read_text())
+    assert record["state"] == "stopped"
+    assert "after its last epoch; its model and metrics were saved" in record["reason"], record
+    assert (run / "model.keras").stat().st_size > 100_000
+    assert json.loads((run / "metrics.json").read_text())["test_accuracy"] > 0.5
+    for name in NODES:
+        assert node(name).run("pgrep -f '[-]m training train'").rc == 1
+
+
+def docker_restart(name: str) -> None:
+    """Restart node ``name``'s container (systemd boots again) and wait until it has booted."""
+    before = address(name)
+    subprocess.run(["docker", "restart", "--time", "2", name], check=True, timeout=120)
+    assert address(name) == before, f"{name} came back at another address: firewalls would differ"
+    host = node(name)
+    deadline = time.monotonic() + 180
+    while host.run("systemctl is-system-running").stdout.strip() not in ("running", "degraded"):
+        assert time.monotonic() < deadline, f"{name} did not finish booting"
+        time.sleep(2)
+
+
+def test_a_restarted_node_rejoins_the_run_and_starts_nothing_once_it_ended() -> None:
+    """node3 (worker-2) restarted in epoch 2: its enabled unit starts at boot; the run resumes."""
+    runs = EPHEMERAL / "reboot-runs"
+    play = start_train("reboot-mwms", runs, "-e", "epochs=4")
+    try:
+        wait_for_epoch("reboot-mwms", 1, play)
+        time.sleep(1)
+        docker_restart("node3")
+        output, _ = play.communicate(timeout=1200)
+    finally:
+        if play.poll() is None:
+            play.kill()
+    assert play.returncode == 0, output[-4000:]
+    run = runs / "reboot-mwms"
+    m = json.loads((run / "metrics.json").read_text())
+    assert m["resumed_from_epoch"] >= 1, m["resumed_from_epoch"]
+    assert len(m["history"]["loss"]) == m["epochs"] == 4
+    assert "resumed from the backup made after epoch" in output
+    starts = [
+        e
+        for e in map(json.loads, (run / "tasks" / "worker-2.jsonl").read_text().splitlines())
+        if e["event"] == "start"
+    ]
+    assert len(starts) >= 2, starts  # once at the run's start, again after the boot
+    # The run has ended: its units are disabled, and a node booting now starts none.
+    docker_restart("node3")
+    time.sleep(5)
+    units = node("node3").run("systemctl list-units 'raspi-tf-task@*' --all --no-legend").stdout
+    assert " active " not in f" {units} " and "activating" not in units, units
+    assert node("node3").run("pgrep -f '[-]m training train'").rc == 1
