@@ -14,16 +14,19 @@ import testinfra.utils.ansible_runner
 
 INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
-RUNS = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "runs"
+EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
+RUNS = EPHEMERAL / "runs"
 RUNNER = testinfra.utils.ansible_runner.AnsibleRunner(INVENTORY)
-testinfra_hosts = RUNNER.get_hosts("cluster")
+# Read as root through Docker; every playbook reaches the nodes over SSH.
+testinfra_hosts = [f"docker://{name}" for name in RUNNER.get_hosts("cluster")]
 
 USER = "raspi-tf"
 TASKS = {"node1": ["worker-0", "chief-0"], "node2": ["worker-1", "ps-0"], "node3": ["worker-2"]}
 
 
 def node(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    """Node ``name`` as root at its console: through Docker (the playbooks use SSH)."""
+    return testinfra.get_host(f"docker://{name}")
 
 
 def runs_by_strategy() -> dict[str, dict]:
@@ -37,7 +40,7 @@ def runs_by_strategy() -> dict[str, dict]:
 
 def test_tasks_ran_as_the_service_user(host) -> None:
     uid = str(host.user(USER).uid)
-    for task in TASKS[host.backend.host]:
+    for task in TASKS[host.backend.hostname]:
         unit = f"raspi-tf-task@{task}.service"
         assert host.run(f"systemctl show -p User --value {unit}").stdout.strip() == USER
         entries = [
@@ -50,7 +53,7 @@ def test_tasks_ran_as_the_service_user(host) -> None:
 
 def test_no_training_process_is_left_running(host) -> None:
     assert host.run("pgrep -f '[-]m training train'").rc == 1
-    for task in TASKS[host.backend.host]:
+    for task in TASKS[host.backend.hostname]:
         assert (
             host.run(f"systemctl is-active raspi-tf-task@{task}.service").stdout.strip() != "active"
         )
@@ -72,10 +75,31 @@ def test_no_task_unit_is_enabled_after_the_runs(host) -> None:
     wants = host.check_output(
         "find /etc/systemd/system /run/systemd/system -mindepth 2 -name 'raspi-tf-task@*'"
     )
-    assert wants == "", f"{host.backend.host}: {wants}"
-    for task in TASKS[host.backend.host]:
+    assert wants == "", f"{host.backend.hostname}: {wants}"
+    for task in TASKS[host.backend.hostname]:
         enabled = host.run(f"systemctl is-enabled raspi-tf-task@{task}.service").stdout.strip()
-        assert enabled != "enabled", f"{task} on {host.backend.host} is {enabled}"
+        assert enabled != "enabled", f"{task} on {host.backend.hostname} is {enabled}"
+
+
+CONTROL = "172.30.99.1"  # this machine, as the nodes see it (the network's gateway)
+
+
+def test_the_playbooks_logged_in_over_ssh_as_the_admin_user_with_its_key(host) -> None:
+    journal = host.check_output("journalctl -u ssh --no-pager -o cat")
+    assert f"Accepted publickey for pi from {CONTROL}" in journal
+    assert "Accepted publickey for root" not in journal and "Accepted password" not in journal
+    # cluster_ssh chose the key Ansible logs in with (ansible_ssh_private_key_file) for pi.
+    control_key = (EPHEMERAL / "id_ed25519.pub").read_text().split()[1]
+    assert control_key in host.file("/home/pi/.ssh/authorized_keys").content_string
+    # and raised the rest with sudo: pi is no root, and root has no key of the control node.
+    assert host.user("pi").uid != 0
+    assert host.run("grep -qs ssh-ed25519 /root/.ssh/authorized_keys").rc != 0
+
+
+def test_the_firewall_lets_in_the_control_node_it_found_in_ssh_client(host) -> None:
+    # No cluster_firewall_allowed in this scenario: the address is the SSH session's.
+    allowed = host.check_output("nft list set inet raspi_tf allowed4")
+    assert CONTROL in allowed, allowed
 
 
 def test_second_site_run_changed_nothing() -> None:
@@ -159,7 +183,7 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
 
 def test_a_node_fetches_directly_while_the_apt_cache_is_down() -> None:
     detect = "/usr/local/lib/raspi-tf-apt-proxy-detect http://deb.debian.org/debian"
-    assert node("node2").check_output(detect).strip() == "http://node1:3142"
+    assert node("node2").check_output(detect).strip() == "http://172.30.99.11:3142"
     node("node1").check_output("systemctl stop apt-cacher-ng")
     try:
         assert node("node2").check_output(detect).strip() == "DIRECT"

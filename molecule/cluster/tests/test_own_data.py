@@ -27,7 +27,8 @@ from tests.imagefolder import CLASSES, write_image_folder  # noqa: E402
 
 
 def node(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    """Node ``name`` as root at its console: through Docker (the playbooks use SSH)."""
+    return testinfra.get_host(f"docker://{name}")
 
 
 def train(*extra: str) -> str:

@@ -28,7 +28,8 @@ NODES = ("node1", "node2", "node3")
 
 
 def node(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    """Node ``name`` as root at its console: through Docker (the playbooks use SSH)."""
+    return testinfra.get_host(f"docker://{name}")
 
 
 def playbook(name: str, *extra: str) -> subprocess.Popen[str]:

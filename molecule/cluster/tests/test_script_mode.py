@@ -15,7 +15,8 @@ EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 
 
 def node(name: str):
-    return testinfra.get_host(f"ansible://{name}?ansible_inventory={INVENTORY}")
+    """Node ``name`` as root at its console: through Docker (the playbooks use SSH)."""
+    return testinfra.get_host(f"docker://{name}")
 
 
 def test_the_example_script_trains_on_three_nodes_and_its_model_comes_back() -> None:
