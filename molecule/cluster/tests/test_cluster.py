@@ -224,6 +224,28 @@ def test_tensorflow_ports_refuse_a_container_outside_the_cluster(listener_on_nod
     assert refused != "0", "the outsider reached node2:2222"
 
 
+def train_yml() -> tuple[int, str]:
+    """train.yml with the scenario's settings: its exit code and its output on one line.
+
+    Molecule's ansible.cfg sends failures to stderr (display_failed_stderr): both are read.
+    """
+    result = subprocess.run(
+        ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ,
+        check=False,
+    )
+    return result.returncode, " ".join((result.stdout + result.stderr).split())
+
+
+def assert_no_task_runs() -> None:
+    for name in TASKS:
+        active = node(name).run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
+        assert active.stdout.strip() == "", f"{name}: {active.stdout}"
+
+
 def test_blocked_worker_port_fails_the_preflight_naming_both_hosts() -> None:
     n3 = node("node3")
     n3.run("nft add table inet test_block")
@@ -233,28 +255,13 @@ def test_blocked_worker_port_fails_the_preflight_naming_both_hosts() -> None:
         # Each probe has its own timeout (netcheck), so the play cannot hang on a
         # dropped port. No wall-clock bound here: how long it takes depends on how busy
         # the machine is.
-        result = subprocess.run(
-            ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=os.environ,
-            check=False,
-        )
+        returncode, text = train_yml()
     finally:
         n3.run("nft delete table inet test_block")
-    # Molecule's ansible.cfg sends failures to stderr (display_failed_stderr).
-    text = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode != 0
+    assert returncode != 0
     assert "cannot reach worker-2 on host node3 at 172.30.99.13:2222" in text, text[-3000:]
     assert "Host node1 cannot reach" in text
-    for name in TASKS:
-        assert (
-            node(name)
-            .run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
-            .stdout.strip()
-            == ""
-        )
+    assert_no_task_runs()
 
 
 #: Every port the firewall keeps for the cluster's members (docs/operations.md):
@@ -342,21 +349,11 @@ def test_a_node_with_another_tensorflow_is_refused_naming_both_versions() -> Non
     n3.check_output(f"sed -i.real 's/^Version: .*/Version: 2.0.0/' {metadata}")
     try:
         assert n3.check_output(TF_VERSION).strip() == "2.0.0"
-        result = subprocess.run(
-            ["ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=os.environ,
-            check=False,
-        )
+        returncode, text = train_yml()
     finally:
         n3.check_output(f"mv {metadata}.real {metadata}")
-    text = " ".join((result.stdout + result.stderr).split())
-    assert result.returncode != 0
+    assert returncode != 0
     assert "The nodes must run one TensorFlow release" in text, text[-3000:]
     assert f"node1: {real}" in text and "node3: 2.0.0" in text, text[-3000:]
     assert "run site.yml" in text
-    for name in TASKS:
-        active = node(name).run("systemctl list-units 'raspi-tf-task@*' --state=active --no-legend")
-        assert active.stdout.strip() == "", f"{name}: {active.stdout}"
+    assert_no_task_runs()
