@@ -318,6 +318,22 @@ def test_pi_mobilenet_takes_grey_and_colour_images(shape: tuple[int, ...]) -> No
     assert tuple(model(zeros(shape)).shape) == (2, 3)
 
 
+def test_pi_mobilenet_shifts_photos_in_training_and_predicts_them_as_they_are() -> None:
+    from training.models import pi_mobilenet
+
+    model = models.build("pi_mobilenet", 0.001, input_shape=(32, 32, 3), num_classes=2)
+    shift = model.layers[0]
+    assert (type(shift).__name__, shift.height_factor, shift.width_factor) == (
+        "RandomTranslation",
+        pi_mobilenet.TRANSLATION,
+        pi_mobilenet.TRANSLATION,
+    )
+    x = np.random.default_rng(0).random((4, 32, 32, 3), dtype=np.float32)
+    assert not np.allclose(shift(x, training=True), x)
+    np.testing.assert_array_equal(shift(x, training=False), x)
+    np.testing.assert_array_equal(model(x, training=False), model(x, training=False))
+
+
 def test_pi_mobilenet_takes_a_training_step() -> None:
     # Batch normalisation's training mode (batch statistics, moving averages) in fit.
     model = models.build("pi_mobilenet", 0.001, input_shape=(32, 32, 3), num_classes=2)
