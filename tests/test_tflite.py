@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, run_tensorflow_script
+from tests.conftest import ROOT, run_playbook, run_tensorflow_script
 from training import datasets
 
 
@@ -188,3 +188,53 @@ def test_a_script_run_is_not_exported_and_says_why(run, tmp_path):
         done = _python(*argv)
         assert done.returncode == 2, done.stderr[-2000:]
         assert "is a run of the script train.py: raspi-tf exports only" in done.stderr
+
+
+def test_predict_refuses_inputs_of_another_kind_once_naming_the_model(
+    exported: dict, run: tuple[Path, Path], tmp_path
+):
+    out, _ = run
+    for i in range(3):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), np.zeros((28, 28), np.uint8))
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a,b\n1,2\n")
+    done = _python("predict", "--model", str(out), "--csv", str(rows))
+    assert done.returncode == 2
+    assert f"the model of {out} takes images, not CSV rows ({rows}); fix: give images" in (
+        done.stderr
+    )
+    # A CSV model given photos: one refusal before any photo is read, not one a photo.
+    csv_model = tmp_path / "csv_model"
+    csv_model.mkdir()
+    (csv_model / "model.tflite").write_bytes((out / "model.tflite").read_bytes())
+    pre = json.loads((out / "preprocessing.json").read_text())
+    (csv_model / "preprocessing.json").write_text(json.dumps({**pre, "kind": "csv"}))
+    done = _python("predict", "--model", str(csv_model), "--images", str(tmp_path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("takes CSV rows, not images") == 1, done.stderr
+    assert f"the model of {csv_model} takes CSV rows" in done.stderr
+    assert "predict.yml: -e run=<its id>" in done.stderr
+
+
+def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
+    exported: dict, run: tuple[Path, Path], tmp_path
+):
+    out, _ = run
+    runs = out.parent
+    cv2.imwrite(str(tmp_path / "digit.png"), np.zeros((28, 28), np.uint8))
+    given = ["-e", f"predict_runs_dir={runs}", "-e", f"images={tmp_path}"]
+    done = run_playbook("predict.yml", *given, "-e", f"run={out.name}", timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"model of run {out.name}:" in done.stdout
+    assert "1 input with model.tflite" in done.stdout
+
+    done = run_playbook("predict.yml", *given, "-e", "run=nosuch", timeout=300)
+    assert done.returncode != 0
+    text = " ".join((done.stdout + done.stderr).split())
+    assert f"There is no run {runs}/nosuch." in text, text[-2000:]
+    assert f"e.g. one of the newest: {out.name}" in text
+
+    done = run_playbook("predict.yml", *given, "-e", f"csv={tmp_path / 'x.csv'}", timeout=300)
+    assert done.returncode != 0
+    text = " ".join((done.stdout + done.stderr).split())
+    assert "One kind of input at a time: images and csv were given" in text, text[-2000:]

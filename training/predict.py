@@ -138,8 +138,6 @@ def image_input(path: Path, preprocessing: dict[str, Any]) -> Any:
         PredictError: the file does not decode (naming it and why).
     """
     shape = [int(d) for d in preprocessing["input_shape"]]
-    if preprocessing.get("kind") == "csv":
-        raise PredictError(f"{path}: this model takes CSV rows, not images; fix: give a .csv")
     mode = preprocessing.get("color_mode", "grayscale" if len(shape) == 2 else "rgb")
     try:
         image, _ = load_image(Item(path, str(path), 0), size=(shape[0], shape[1]), color_mode=mode)
@@ -201,8 +199,6 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     """
     import numpy as np
 
-    if preprocessing.get("kind") != "csv":
-        raise PredictError(f"{path}: this model takes images, not CSV rows; fix: give images")
     columns = list(preprocessing["feature_columns"])
     mean = np.asarray(preprocessing["mean"], np.float32)
     std = np.asarray(preprocessing["std"], np.float32)
@@ -266,8 +262,12 @@ def predict(
     """The predictions of every input given, one at a time, as it goes.
 
     Raises:
-        PredictError: see :func:`image_input`, :func:`csv_inputs`, :func:`camera_frames`.
+        PredictError: inputs of another kind than the model's (images or
+            camera frames for a model of CSV rows, or the other way round),
+            refused before any input is read; see also :func:`image_input`,
+            :func:`csv_inputs`, :func:`camera_frames`.
     """
+    check_input_kind(model, images=images is not None or camera is not None, rows=csv_file)
     top = max(1, min(top, len(model.classes)))
     if images is not None:
         for path in image_files(images):
@@ -284,6 +284,27 @@ def predict(
     if camera is not None:
         for name, frame in camera_frames(camera, frames):
             yield model.predict(name, frame_input(frame, model.preprocessing), top)
+
+
+def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
+    """Refuse inputs of another kind than the model's, once, naming its folder.
+
+    Raises:
+        PredictError: images (``images``) for a model of CSV rows, or a CSV
+            file (``rows``) for a model of images.
+    """
+    takes_rows = model.preprocessing.get("kind") == "csv"
+    folder = model.path.parent
+    if images and takes_rows:
+        raise PredictError(
+            f"the model of {folder} takes CSV rows, not images; fix: give a .csv, or the model "
+            "of a run trained on images (predict.yml: -e run=<its id>)"
+        )
+    if rows is not None and not takes_rows:
+        raise PredictError(
+            f"the model of {folder} takes images, not CSV rows ({rows}); fix: give images, or "
+            "the model of a run trained on a CSV file (predict.yml: -e run=<its id>)"
+        )
 
 
 def run(args: Any) -> int:
@@ -318,8 +339,8 @@ def run(args: Any) -> int:
     if times:
         median = sorted(times)[len(times) // 2]
         print(
-            f"{len(times)} inputs with {model.path.name}: median {median:.1f} ms an input, "
-            f"first {times[0]:.1f} ms"
+            f"{plural(len(times), 'input')} with {model.path.name}: "
+            f"median {median:.1f} ms an input, first {times[0]:.1f} ms"
         )
     if unreadable:
         print(f"predict: {plural(unreadable, 'input')} could not be read", file=sys.stderr)
