@@ -238,3 +238,19 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     assert done.returncode != 0
     text = " ".join((done.stdout + done.stderr).split())
     assert "One kind of input at a time: images and csv were given" in text, text[-2000:]
+
+
+def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_path):
+    from training.predict import PredictError, csv_inputs
+
+    rows = tmp_path / "readings.csv"
+    rows.write_text("temp,label,hum\n20,a,50\n21,b,\n22,c,70\n")
+    pre = {"feature_columns": ["hum", "temp"], "mean": [60.0, 21.0], "std": [10.0, 1.0]}
+    got = dict(csv_inputs(rows, pre))
+    assert list(got) == ["readings.csv:2", "readings.csv:3", "readings.csv:4"]
+    np.testing.assert_allclose(got["readings.csv:2"], [-1.0, -1.0])
+    np.testing.assert_allclose(got["readings.csv:4"], [1.0, 1.0])
+    assert isinstance(got["readings.csv:3"], PredictError)
+    assert str(got["readings.csv:3"]) == (
+        f"{rows} row 3, column hum: '' is not a number; fix: fill it"
+    )

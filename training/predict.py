@@ -191,11 +191,12 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     """(``<file>:<row>``, standardised float32 (features,)) for each data row of a CSV file.
 
     The header must hold the training CSV's feature columns (any order, a
-    label column or others may be there too).
+    label column or others may be there too). A row with an empty or
+    non-numeric feature cell comes as a :class:`PredictError` naming its row
+    and column, in place of its features, so that the rows after it go on.
 
     Raises:
-        PredictError: a missing column, or an empty or non-numeric cell,
-            naming its row and column.
+        PredictError: a feature column is missing from the header.
     """
     import numpy as np
 
@@ -211,19 +212,24 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
                 f"was trained on: {', '.join(columns)}"
             )
         for row_number, row in enumerate(reader, start=2):
-            values = []
-            for c in columns:
-                try:
-                    v = float(row[c])
-                except (TypeError, ValueError):
-                    v = math.nan
-                if not math.isfinite(v):
-                    raise PredictError(
-                        f"{path} row {row_number}, column {c}: {row[c]!r} is not a number; "
-                        "fix: fill it"
-                    )
-                values.append(v)
-            yield f"{path.name}:{row_number}", (np.asarray(values, np.float32) - mean) / std
+            name = f"{path.name}:{row_number}"
+            try:
+                values = [_number(row[c], f"{path} row {row_number}, column {c}") for c in columns]
+            except PredictError as e:
+                yield name, e
+                continue
+            yield name, (np.asarray(values, np.float32) - mean) / std
+
+
+def _number(cell: str | None, where: str) -> float:
+    """The finite number in CSV ``cell``; PredictError naming ``where`` otherwise."""
+    try:
+        v = float(cell)  # type: ignore[arg-type]  # None (a short row) is refused below
+    except (TypeError, ValueError):
+        v = math.nan
+    if not math.isfinite(v):
+        raise PredictError(f"{where}: {cell!r} is not a number; fix: fill it")
+    return v
 
 
 def camera_frames(device: int | str, count: int) -> Iterator[tuple[str, Any]]:
@@ -280,6 +286,9 @@ def predict(
             yield model.predict(str(path), x, top)
     if csv_file is not None:
         for name, x in csv_inputs(csv_file, model.preprocessing):
+            if isinstance(x, PredictError):
+                yield Prediction(name, [], 0.0, str(x))  # as an unreadable photo
+                continue
             yield model.predict(name, x, top)
     if camera is not None:
         for name, frame in camera_frames(camera, frames):
@@ -310,8 +319,8 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
 def run(args: Any) -> int:
     """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input.
 
-    An image that does not decode is named on stderr and the others are
-    classified; the exit status is then 2.
+    An image that does not decode, or a CSV row with a cell that is no number,
+    is named on stderr and the others are classified; the exit status is then 2.
     """
     import sys
 
