@@ -62,6 +62,31 @@ def test_unknown_model_lists_the_known_ones() -> None:
         models.get("resnet50")
 
 
+def test_a_mistyped_model_name_is_refused_with_the_closest_model_as_the_fix(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from training.cli import main
+
+    assert main(["models", "--check", "pi_mobilnet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("error: model=pi_mobilnet is unknown (did you mean pi_mobilenet?).")
+    assert "Fix: -e model=pi_mobilenet, or add training/models/pi_mobilnet.py" in err
+    with pytest.raises(models.UnknownModelError, match=r"\(did you mean mnist_cnn\?\)"):
+        models.get("mnist_cnm")
+
+
+def test_the_model_check_passes_known_models_and_model_files_silently(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from training.cli import main
+
+    assert main(["models", "--check", "mnist_cnn"]) == 0
+    assert main(["models", "--check", "./my_model.py"]) == 0  # the file is checked later
+    assert capsys.readouterr() == ("", "")
+    with pytest.raises(models.UnknownModelError, match="Fix: -e model=mnist_cnn, or add a model"):
+        models.check_name("resnet-50")  # no close model, and no module name
+
+
 def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = "def build(learning_rate):\n    return ('tiny', learning_rate)\n"
     add_model_module(tmp_path, monkeypatch, "tiny_linear", source)

@@ -229,7 +229,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _prepare_flags(prep)
 
-    sub.add_parser("models", help="list the registered models as JSON")
+    models_parser = sub.add_parser("models", help="list the registered models as JSON")
+    models_parser.add_argument(
+        "--check",
+        metavar="MODEL",
+        help="print nothing and exit 0 if MODEL (a -e model= value) names a model or a model "
+        "file; else say why, with the fix, and exit 2",
+    )
 
     launch = sub.add_parser("launch", help="run a local cluster from a launch spec")
     launch.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
@@ -766,7 +772,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(json.dumps(_prepare_data(args)))
         return 0
     if args.command == "models":
-        print(json.dumps(models.available()))
+        if args.check is not None:
+            models.check_name(args.check)
+        else:
+            print(json.dumps(models.available()))
         return 0
     if args.command == "launch":
         return launcher.launch(args.run_dir, args.spec or args.run_dir / launcher.SPEC_FILE)

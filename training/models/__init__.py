@@ -33,6 +33,7 @@ absolute or with a ``/`` in it, from the file itself); nothing else changes.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -138,6 +139,43 @@ def _file_module(name: str) -> ModuleType:
     return module
 
 
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean X?)`` for the known model closest to ``name``, or ``""``.
+
+    Closeness is :func:`difflib.get_close_matches`' ratio (at least 0.6).
+    """
+    close = difflib.get_close_matches(name, available(), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def check_name(name: str) -> None:
+    """Refuse the ``-e model=`` value ``name`` unless it names a model or a model file.
+
+    A model file (:func:`is_model_file`) passes here; :func:`get` checks the
+    file itself. Only the package is listed: no model module is imported.
+
+    Raises:
+        UnknownModelError: no such model; the message, in ``-e`` terms, lists
+            the known models, the closest one, and the fixes: that model, a
+            module added to ``training/models/`` (when ``name`` can be a module
+            name), or a model file's path.
+    """
+    if is_model_file(name) or name in available():
+        return
+    close = difflib.get_close_matches(name, available(), n=1)
+    add = (
+        f"add training/models/{name}.py (on nodes, run site.yml to deploy it)"
+        if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)
+        else "add a model as a module of training/models/, named with letters, digits and _ "
+        "(its name is the model name)"
+    )
+    raise UnknownModelError(
+        f"model={name} is unknown{_did_you_mean(name)}. Known models: {', '.join(available())}. "
+        f"Fix: -e model={close[0] if close else 'mnist_cnn'}, or {add}, or give a model file "
+        "of your own: -e model=/path/to/my_model.py"
+    )
+
+
 def _module(name: str) -> ModuleType:
     """The module of model ``name``: a module of this package, or a model file's.
 
@@ -149,7 +187,9 @@ def _module(name: str) -> ModuleType:
         return _file_module(name)
     if name not in available():
         hint = (
-            " (a model file is named by its path: ./" + name + ")" if name.endswith(".py") else ""
+            " (a model file is named by its path: ./" + name + ")"
+            if name.endswith(".py")
+            else _did_you_mean(name)
         )
         raise UnknownModelError(
             f"model {name!r} is unknown{hint}; known models: {', '.join(available())} "
