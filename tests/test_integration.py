@@ -248,6 +248,7 @@ def test_follow_takes_up_a_run_after_ctrl_c_on_train_yml(provisioned: None, tmp_
     assert follow.returncode == 0, follow.stdout[-3000:]
     assert "epoch 5/5" in follow.stdout  # the epochs it had not shown yet
     assert re.search(r"test accuracy 0\.9\d+ on 1000 held-out images", follow.stdout)
+    assert re.search(r"per class +weakest \d 0\.\d{3}, .* of 10 classes", follow.stdout)
     record = json.loads((latest / "run.json").read_text())
     assert (record["state"], record["model"]) == ("succeeded", "mnist_cnn")
     assert (latest / "model.keras").exists() and (latest / "metrics.json").exists()

@@ -48,3 +48,18 @@ def test_a_csv_has_features_and_examples() -> None:
 def test_a_run_recorded_before_datasets_had_ids_is_named_as_given() -> None:
     assert text({}, "mnist_5k") == "mnist_5k"
     assert text(None, "mnist") == "mnist"
+
+
+per_class = filters.training_run_per_class_text
+
+
+def test_a_few_classes_are_all_named_the_weakest_first() -> None:
+    accuracy = {"cat": 0.96, "dog": 0.905, "owl": 0.8125}
+    assert per_class(accuracy) == "owl 0.812, dog 0.905, cat 0.960"
+    assert per_class({"ok": 1.0, "none": None}) == "ok 1.000, none no test example"
+    assert per_class({}) == "" and per_class(None) == ""
+
+
+def test_of_many_classes_only_the_weakest_are_named() -> None:
+    accuracy = {str(d): 0.97 for d in range(10)} | {"8": 0.93, "5": 0.941, "3": 0.95, "9": 0.952}
+    assert per_class(accuracy) == "weakest 8 0.930, 5 0.941, 3 0.950, 9 0.952 of 10 classes"
