@@ -109,6 +109,19 @@ class Plan:
     source: str = ""
 
 
+def test_fraction_problem(fraction: object) -> str | None:
+    """Why ``test_fraction`` is refused, with the fix; None for a number strictly between 0 and 1.
+
+    A bool is refused: ``-e test_fraction=true`` is a typo, not the fraction 1.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
+        return (
+            f"test_fraction={fraction!r} is not strictly between 0 and 1. "
+            "Fix: -e test_fraction=0.2 (a fifth of each class held out for the test)"
+        )
+    return None
+
+
 def slug(text: str) -> str:
     """A dataset name from a folder's or file's name: ``[a-z0-9_]``, at most 40 characters.
 

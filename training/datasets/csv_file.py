@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from training.datasets import DatasetError, Plan, Settings, slug
+from training.datasets._base import test_fraction_problem
 
 KIND = "csv"
 
@@ -237,20 +238,15 @@ def validate_settings(settings: Settings) -> None:
         DatasetError: naming each bad variable (``label_column``,
             ``test_fraction``), its value and the fix.
     """
-    problems = []
+    problems: list[str | None] = []
     if not isinstance(settings.label_column, str) or not settings.label_column.strip():
         problems.append(
             f"label_column={settings.label_column!r} is not a column name. "
             "Fix: -e label_column=<the CSV column that holds the class>"
         )
-    fraction = settings.test_fraction
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
-        problems.append(
-            f"test_fraction={fraction!r} is not strictly between 0 and 1. "
-            "Fix: -e test_fraction=0.2 (a fifth of each class held out for the test)"
-        )
-    if problems:
-        raise DatasetError("; ".join(problems))
+    problems.append(test_fraction_problem(settings.test_fraction))
+    if any(problems):
+        raise DatasetError("; ".join(filter(None, problems)))
 
 
 def check(spec: str, settings: Settings, source: Path | None = None) -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.datasets import BadExample, DatasetError, Plan, Settings, slug
+from training.datasets._base import test_fraction_problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -100,7 +101,7 @@ def validate_settings(settings: Settings) -> None:
         DatasetError: naming each bad variable (``image_size``, ``color_mode``,
             ``test_fraction``), its value and the fix.
     """
-    problems = []
+    problems: list[str | None] = []
     size = settings.image_size
     if not (
         isinstance(size, tuple | list)
@@ -118,14 +119,9 @@ def validate_settings(settings: Settings) -> None:
             f"color_mode={settings.color_mode!r} is not one of {', '.join(COLOR_MODES)}. "
             "Fix: -e color_mode=rgb or -e color_mode=grayscale"
         )
-    fraction = settings.test_fraction
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 < fraction < 1:
-        problems.append(
-            f"test_fraction={fraction!r} is not strictly between 0 and 1. "
-            "Fix: -e test_fraction=0.2 (a fifth of each class held out for the test)"
-        )
-    if problems:
-        raise DatasetError("; ".join(problems))
+    problems.append(test_fraction_problem(settings.test_fraction))
+    if any(problems):
+        raise DatasetError("; ".join(filter(None, problems)))
 
 
 def check(spec: str, settings: Settings, source: Path | None = None) -> None:
