@@ -299,3 +299,18 @@ def test_status_of_a_run_of_another_inventory_says_which_tasks_it_cannot_show(
     assert "Fix: -i /home/me/inventory/mine, and the same -e tf_cluster_* values" in follow_refused(
         run
     )
+
+
+def test_the_newest_runs_are_the_folders_holding_the_file_asked_for(tmp_path: Path) -> None:
+    from training.status import newest_runs
+
+    for age, run_id in enumerate(("new", "mid", "old")):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "run.json").write_text("{}")
+        if run_id == "mid":
+            (tmp_path / run_id / "model.tflite").write_bytes(b"")
+        os.utime(tmp_path / run_id, (time.time() - 60 * age, time.time() - 60 * age))
+    (tmp_path / "latest").symlink_to(tmp_path / "new")
+    assert newest_runs(tmp_path, 2) == ["new", "mid"]
+    assert newest_runs(tmp_path, 3, having="model.tflite") == ["mid"]
+    assert newest_runs(tmp_path / "nosuch", 3) == []

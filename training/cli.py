@@ -6,7 +6,8 @@ Commands:
   it, the whole run in one process).
 - ``prepare-data``: prepare a dataset's shards on the control node; one JSON object.
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
-- ``models``: list the registered models.
+- ``models``: list the registered models, or check a ``-e model=`` value (``--check``).
+- ``runs``: the ids of a runs folder's newest runs, as JSON (the refusals of an unknown run).
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
 - ``status``: each task's state, epoch, loss, restarts, CPU and memory, as a JSON list.
 - ``sync-backup``: copy the chief's backup before a worker starts (nodes).
@@ -466,6 +467,15 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--top", type=int, default=3, help="classes to print an input")
     predict.add_argument("--threads", type=int, help="interpreter threads (default: all cores)")
 
+    runs = sub.add_parser("runs", help="the ids of the newest runs of a runs folder, as JSON")
+    runs.add_argument("--runs-dir", required=True, type=Path, help="the folder of runs")
+    runs.add_argument("--newest", type=int, default=3, help="how many runs, newest first")
+    runs.add_argument(
+        "--having",
+        default="run.json",
+        help="the file a run's folder must hold (model.tflite: the runs predict can use)",
+    )
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -900,6 +910,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             print("predict: give --images, --csv or --camera", file=sys.stderr)
             return 2
         return predicting.run(args)
+    if args.command == "runs":
+        from training.status import newest_runs
+
+        print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having)))
+        return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line
 

@@ -1,4 +1,4 @@
-"""The state of each task of a run, for ``status.yml``: one JSON object per task.
+"""The state of each task of a run, for ``status.yml``: one JSON object per task; the newest runs.
 
 State comes from systemd (nodes: the task's unit) or from the local
 launcher's state file; epoch, loss and restarts from the task's own log
@@ -209,3 +209,20 @@ def describe(status: dict[str, Any]) -> str:
         f"{fmt(status['loss'], '.4f'):>6}  {cpu + ('%' if cpu != '-' else ''):>4}  "
         f"{fmt(status['memory_mb'], '.0f'):>6}  {status['restarts']:>8}  {status['host']}"
     )
+
+
+def newest_runs(runs_dir: Path, count: int, having: str = "run.json") -> list[str]:
+    """The ids of the newest ``count`` runs in ``runs_dir``: folders holding the file ``having``.
+
+    Newest first by the folder's time of change (its files are written as
+    it runs): by name, a run named with ``training_run_id`` (``my run``)
+    would sort after every timestamped id. Links (``latest``) are left out;
+    a ``runs_dir`` that does not exist has none.
+    """
+    try:
+        folders = [f for f in runs_dir.iterdir() if f.is_dir() and not f.is_symlink()]
+    except OSError:
+        return []
+    runs = [f for f in folders if (f / having).is_file()]
+    runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+    return [f.name for f in runs[:count]]
