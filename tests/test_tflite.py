@@ -243,14 +243,22 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
 def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_path):
     from training.predict import PredictError, csv_inputs
 
-    rows = tmp_path / "readings.csv"
-    rows.write_text("temp,label,hum\n20,a,50\n21,b,\n22,c,70\n")
     pre = {"feature_columns": ["hum", "temp"], "mean": [60.0, 21.0], "std": [10.0, 1.0]}
-    got = dict(csv_inputs(rows, pre))
-    assert list(got) == ["readings.csv:2", "readings.csv:3", "readings.csv:4"]
-    np.testing.assert_allclose(got["readings.csv:2"], [-1.0, -1.0])
-    np.testing.assert_allclose(got["readings.csv:4"], [1.0, 1.0])
-    assert isinstance(got["readings.csv:3"], PredictError)
-    assert str(got["readings.csv:3"]) == (
-        f"{rows} row 3, column hum: '' is not a number; fix: fill it"
-    )
+    for delimiter in (",", ";", "\t"):  # whatever the training CSV's delimiter was
+        rows = tmp_path / "readings.csv"
+        rows.write_text("temp,label,hum\n20,a,50\n21,b,\n22,c,70\n23,d,x\n".replace(",", delimiter))
+        got = dict(csv_inputs(rows, pre))
+        assert list(got) == [f"readings.csv:{line}" for line in (2, 3, 4, 5)]
+        np.testing.assert_allclose(got["readings.csv:2"], [-1.0, -1.0])
+        np.testing.assert_allclose(got["readings.csv:4"], [1.0, 1.0])
+        assert isinstance(got["readings.csv:3"], PredictError)
+        assert str(got["readings.csv:3"]) == (
+            f"{rows} line 3, column hum: empty; fix: put a number there"
+        )
+        assert str(got["readings.csv:5"]).endswith(
+            "'x' is not a finite number; fix: put a number there"
+        )
+
+    rows.write_text("temp,humidity\n20,50\n")
+    with pytest.raises(PredictError, match=r"has no column hum \(its header: 'temp', 'humidity'\)"):
+        list(csv_inputs(rows, pre))

@@ -13,6 +13,7 @@ interpreter's time for it.
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from training.datasets._base import BadExample
+from training.datasets.csv_file import SNIFF_LINES, sniff_delimiter
 from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
 from training.progress import plural
 from training.tflite import VARIANT_FILES, ExportError, Runner
@@ -188,12 +190,15 @@ def image_files(path: Path) -> list[Path]:
 
 
 def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str, Any]]:
-    """(``<file>:<row>``, standardised float32 (features,)) for each data row of a CSV file.
+    """(``<file>:<line>``, standardised float32 (features,)) for each data row of a CSV file.
 
     The header must hold the training CSV's feature columns (any order, a
-    label column or others may be there too). A row with an empty or
-    non-numeric feature cell comes as a :class:`PredictError` naming its row
-    and column, in place of its features, so that the rows after it go on.
+    label column or others may be there too). The delimiter is found as
+    training finds it (:func:`training.datasets.csv_file.sniff_delimiter`:
+    ``,``, ``;`` or tab), whatever the training file's was. A row with an
+    empty or non-numeric feature cell comes as a :class:`PredictError`
+    naming its line and column, in place of its features, so that the rows
+    after it go on.
 
     Raises:
         PredictError: a feature column is missing from the header.
@@ -204,17 +209,21 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     mean = np.asarray(preprocessing["mean"], np.float32)
     std = np.asarray(preprocessing["std"], np.float32)
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f, delimiter=preprocessing.get("delimiter", ","))
-        missing = [c for c in columns if c not in (reader.fieldnames or [])]
+        delimiter = sniff_delimiter("".join(itertools.islice(f, SNIFF_LINES)))
+        f.seek(0)
+        reader = csv.DictReader(f, delimiter=delimiter)
+        header = reader.fieldnames or []
+        missing = [c for c in columns if c not in header]
         if missing:
             raise PredictError(
-                f"{path} has no column {', '.join(missing)}; fix: give the columns the model "
-                f"was trained on: {', '.join(columns)}"
+                f"{path} has no column {', '.join(missing)} (its header: "
+                f"{', '.join(map(repr, header[:8]))}{', ...' if len(header) > 8 else ''}); "
+                f"fix: give the columns the model was trained on: {', '.join(columns)}"
             )
-        for row_number, row in enumerate(reader, start=2):
-            name = f"{path.name}:{row_number}"
+        for line, row in enumerate(reader, start=2):
+            name = f"{path.name}:{line}"
             try:
-                values = [_number(row[c], f"{path} row {row_number}, column {c}") for c in columns]
+                values = [_number(row[c], f"{path} line {line}, column {c}") for c in columns]
             except PredictError as e:
                 yield name, e
                 continue
@@ -228,7 +237,8 @@ def _number(cell: str | None, where: str) -> float:
     except (TypeError, ValueError):
         v = math.nan
     if not math.isfinite(v):
-        raise PredictError(f"{where}: {cell!r} is not a number; fix: fill it")
+        what = "empty" if not (cell or "").strip() else f"{cell!r} is not a finite number"
+        raise PredictError(f"{where}: {what}; fix: put a number there")
     return v
 
 
