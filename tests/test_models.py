@@ -73,6 +73,8 @@ def test_a_mistyped_model_name_is_refused_with_the_closest_model_as_the_fix(
     assert "Fix: -e model=pi_mobilenet, or add training/models/pi_mobilnet.py" in err
     with pytest.raises(models.UnknownModelError, match=r"\(did you mean mnist_cnn\?\)"):
         models.get("mnist_cnm")
+    with pytest.raises(models.UnknownModelError, match=r"did you mean mnist_cnn\?.*=mnist_cnn,"):
+        models.check_name("MNIST_CNN")
 
 
 def test_the_model_check_passes_known_models_and_model_files_silently(

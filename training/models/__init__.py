@@ -139,13 +139,19 @@ def _file_module(name: str) -> ModuleType:
     return module
 
 
-def _did_you_mean(name: str) -> str:
-    """`` (did you mean X?)`` for the known model closest to ``name``, or ``""``.
+def _closest(name: str) -> str | None:
+    """The known model closest to ``name`` in any letter case, or None.
 
     Closeness is :func:`difflib.get_close_matches`' ratio (at least 0.6).
     """
-    close = difflib.get_close_matches(name, available(), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    close = difflib.get_close_matches(name.lower(), available(), n=1)
+    return close[0] if close else None
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean X?)`` for the known model closest to ``name``, or ``""``."""
+    close = _closest(name)
+    return f" (did you mean {close}?)" if close else ""
 
 
 def check_name(name: str) -> None:
@@ -162,7 +168,6 @@ def check_name(name: str) -> None:
     """
     if is_model_file(name) or name in available():
         return
-    close = difflib.get_close_matches(name, available(), n=1)
     add = (
         f"add training/models/{name}.py (on nodes, run site.yml to deploy it)"
         if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)
@@ -171,7 +176,7 @@ def check_name(name: str) -> None:
     )
     raise UnknownModelError(
         f"model={name} is unknown{_did_you_mean(name)}. Known models: {', '.join(available())}. "
-        f"Fix: -e model={close[0] if close else 'mnist_cnn'}, or {add}, or give a model file "
+        f"Fix: -e model={_closest(name) or 'mnist_cnn'}, or {add}, or give a model file "
         "of your own: -e model=/path/to/my_model.py"
     )
 
