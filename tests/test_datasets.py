@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,19 @@ def test_bad_settings_are_reported_at_once(tmp_path: Path) -> None:
     with pytest.raises(DatasetError) as err:
         datasets.prepare("mnist_5k", tmp_path, Settings(shards=0, seed=-1))
     assert "shards=0 must be 1 to 10000" in str(err.value) and "seed=-1" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "settings, named",
+    [(Settings(image_size=(7, 7)), "image_size=(7, 7)"), (Settings(test_fraction=1.5), "1.5")],
+)
+def test_a_bad_setting_of_another_kind_of_dataset_is_refused_not_ignored(
+    tmp_path: Path, settings: Settings, named: str
+) -> None:
+    # mnist_5k has its own size and split, but image_size=7 or test_fraction=1.5 is a typo.
+    with pytest.raises(DatasetError, match=re.escape(named)):
+        datasets.prepare("mnist_5k", tmp_path, settings, check_only=True)
+    assert list(tmp_path.iterdir()) == []
 
 
 # manifests

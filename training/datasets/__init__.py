@@ -216,16 +216,20 @@ def prepare(
         The manifest and whether it was written now.
 
     Raises:
-        DatasetError: an unknown spec, bad settings, a source that is not a
+        DatasetError: an unknown spec, bad settings (also those of other
+            kinds of dataset than ``spec``'s), a source that is not a
             dataset, unreadable examples (unless skipped), each naming the
             file, row or column and the fix.
     """
     check_settings(settings)
     module = resolve(spec)
     named = getattr(module, "NAME", None) == spec
-    validate = getattr(module, "validate_settings", None)
-    if validate is not None:
-        validate(settings)
+    # Every kind's settings, this one's first: a value no kind could use (image_size=7
+    # with mnist_5k) is a typo to refuse, not a setting to ignore.
+    for kind in [module, *(m for m in _modules() if m is not module)]:
+        validate = getattr(kind, "validate_settings", None)
+        if validate is not None:
+            validate(settings)
     if check_only:
         check = getattr(module, "check", None)
         if check is not None:
