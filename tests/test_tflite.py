@@ -233,6 +233,15 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join((done.stdout + done.stderr).split())
     assert f"There is no run {runs}/nosuch." in text, text[-2000:]
     assert f"e.g. one of the newest: {out.name}" in text
+    # A run without a TFLite model (stopped, or failed) is answered with runs that have one.
+    stopped = runs / "stopped"
+    stopped.mkdir(exist_ok=True)
+    (stopped / "run.json").write_text("{}")
+    done = run_playbook("predict.yml", *given, "-e", "run=stopped", timeout=300)
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert f"{stopped} has no model.tflite" in text, text[-2000:]
+    assert f"e.g. one of the newest: {out.name}," in text
 
     done = run_playbook("predict.yml", *given, "-e", f"csv={tmp_path / 'x.csv'}", timeout=300)
     assert done.returncode != 0
