@@ -87,6 +87,8 @@ def test_the_model_check_passes_known_models_and_model_files_silently(
     assert capsys.readouterr() == ("", "")
     with pytest.raises(models.UnknownModelError, match="Fix: -e model=mnist_cnn, or add a model"):
         models.check_name("resnet-50")  # no close model, and no module name
+    with pytest.raises(models.UnknownModelError, match=r"Fix: -e model=\./my_model\.py "):
+        models.check_name("my_model.py")  # a file in the current folder, named without ./
 
 
 def test_a_new_module_is_a_new_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

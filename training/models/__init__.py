@@ -164,10 +164,16 @@ def check_name(name: str) -> None:
         UnknownModelError: no such model; the message, in ``-e`` terms, lists
             the known models, the closest one, and the fixes: that model, a
             module added to ``training/models/`` (when ``name`` can be a module
-            name), or a model file's path.
+            name), or a model file's path. A ``name`` ending in ``.py`` is
+            told to give the file's path.
     """
     if is_model_file(name) or name in available():
         return
+    if name.endswith(".py"):
+        raise UnknownModelError(
+            f"model={name} is no model name: a model file is named by its path. "
+            f"Fix: -e model=./{name} (from the project's folder) or -e model=/path/to/{name}"
+        )
     add = (
         f"add training/models/{name}.py (on nodes, run site.yml to deploy it)"
         if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", name)
