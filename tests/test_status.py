@@ -313,4 +313,8 @@ def test_the_newest_runs_are_the_folders_holding_the_file_asked_for(tmp_path: Pa
     (tmp_path / "latest").symlink_to(tmp_path / "new")
     assert newest_runs(tmp_path, 2) == ["new", "mid"]
     assert newest_runs(tmp_path, 3, having="model.tflite") == ["mid"]
+    (tmp_path / "new" / "preprocessing.json").write_text(json.dumps({"kind": "csv"}))
+    (tmp_path / "old" / "preprocessing.json").write_text(json.dumps({"kind": "image_folder"}))
+    assert newest_runs(tmp_path, 3, takes="csv") == ["new"]
+    assert newest_runs(tmp_path, 3, takes="images") == ["old"]
     assert newest_runs(tmp_path / "nosuch", 3) == []

@@ -475,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="run.json",
         help="the file a run's folder must hold (model.tflite: the runs predict can use)",
     )
+    runs.add_argument(
+        "--takes", choices=("csv", "images"), help="only runs whose model takes this input"
+    )
 
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
@@ -913,7 +916,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "runs":
         from training.status import newest_runs
 
-        print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having)))
+        print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having, args.takes)))
         return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line

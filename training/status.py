@@ -8,6 +8,7 @@ main process, sampled over ``sample_seconds``.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -211,18 +212,34 @@ def describe(status: dict[str, Any]) -> str:
     )
 
 
-def newest_runs(runs_dir: Path, count: int, having: str = "run.json") -> list[str]:
+def _input_kind(run: Path) -> str | None:
+    """``csv`` or ``images``: what the model of ``run`` takes, from its preprocessing.json."""
+    try:
+        kind = json.loads((run / "preprocessing.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return "csv" if kind == "csv" else "images"
+
+
+def newest_runs(
+    runs_dir: Path, count: int, having: str = "run.json", takes: str | None = None
+) -> list[str]:
     """The ids of the newest ``count`` runs in ``runs_dir``: folders holding the file ``having``.
 
     Newest first by the folder's time of change (its files are written as
     it runs): by name, a run named with ``training_run_id`` (``my run``)
     would sort after every timestamped id. Links (``latest``) are left out;
-    a ``runs_dir`` that does not exist has none.
+    a ``runs_dir`` that does not exist has none. With ``takes`` (``csv`` or
+    ``images``) only runs whose model takes that kind of input are named.
     """
     try:
         folders = [f for f in runs_dir.iterdir() if f.is_dir() and not f.is_symlink()]
     except OSError:
         return []
-    runs = [f for f in folders if (f / having).is_file()]
+    runs = [
+        f
+        for f in folders
+        if (f / having).is_file() and (takes is None or _input_kind(f) == takes)
+    ]
     runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
     return [f.name for f in runs[:count]]
