@@ -157,7 +157,8 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
     asked = sorted({path for kind, _, _, path in rows if kind == "O" and "/dists/" in path})
     assert not asked, f"package lists asked for through the cache: {asked}"
     # Each package crossed the uplink once: counted in bytes against the file's size, since
-    # a download the mirror cut off is resumed in a second log line.
+    # a download the mirror cut off is resumed, or started again, in a second log line. Only
+    # a second whole copy (twice the file's bytes) is the cache fetching for another node.
     size: dict[str, int] = {}
     crossed: Counter[str] = Counter()
     for kind, nbytes, _, path in rows:
@@ -169,7 +170,7 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
     twice = {
         path: f"{nbytes} bytes in, file {size.get(path, 0)}"
         for path, nbytes in crossed.items()
-        if nbytes > 1.1 * size.get(path, 0) + 65536
+        if nbytes >= 2 * size.get(path, 0) - 65536
     }
     assert not twice, f"crossed the uplink more than once: {twice}; {len(rows)} log lines"
     uplink = sum(nbytes for kind, nbytes, _, _ in rows if kind == "I")
