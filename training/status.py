@@ -237,9 +237,7 @@ def newest_runs(
     except OSError:
         return []
     runs = [
-        f
-        for f in folders
-        if (f / having).is_file() and (takes is None or _input_kind(f) == takes)
+        f for f in folders if (f / having).is_file() and (takes is None or _input_kind(f) == takes)
     ]
     runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
     return [f.name for f in runs[:count]]
