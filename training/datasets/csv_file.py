@@ -238,15 +238,17 @@ def validate_settings(settings: Settings) -> None:
         DatasetError: naming each bad variable (``label_column``,
             ``test_fraction``), its value and the fix.
     """
-    problems: list[str | None] = []
+    problems = []
     if not isinstance(settings.label_column, str) or not settings.label_column.strip():
         problems.append(
             f"label_column={settings.label_column!r} is not a column name. "
             "Fix: -e label_column=<the CSV column that holds the class>"
         )
-    problems.append(test_fraction_problem(settings.test_fraction))
-    if any(problems):
-        raise DatasetError("; ".join(filter(None, problems)))
+    fraction = test_fraction_problem(settings.test_fraction)
+    if fraction:
+        problems.append(fraction)
+    if problems:
+        raise DatasetError("; ".join(problems))
 
 
 def check(spec: str, settings: Settings, source: Path | None = None) -> None:

@@ -101,7 +101,7 @@ def validate_settings(settings: Settings) -> None:
         DatasetError: naming each bad variable (``image_size``, ``color_mode``,
             ``test_fraction``), its value and the fix.
     """
-    problems: list[str | None] = []
+    problems = []
     size = settings.image_size
     if not (
         isinstance(size, tuple | list)
@@ -119,9 +119,11 @@ def validate_settings(settings: Settings) -> None:
             f"color_mode={settings.color_mode!r} is not one of {', '.join(COLOR_MODES)}. "
             "Fix: -e color_mode=rgb or -e color_mode=grayscale"
         )
-    problems.append(test_fraction_problem(settings.test_fraction))
-    if any(problems):
-        raise DatasetError("; ".join(filter(None, problems)))
+    fraction = test_fraction_problem(settings.test_fraction)
+    if fraction:
+        problems.append(fraction)
+    if problems:
+        raise DatasetError("; ".join(problems))
 
 
 def check(spec: str, settings: Settings, source: Path | None = None) -> None:

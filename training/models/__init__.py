@@ -180,10 +180,11 @@ def check_name(name: str) -> None:
         else "add a model as a module of training/models/, named with letters, digits and _ "
         "(its name is the model name)"
     )
+    close = _closest(name)
     raise UnknownModelError(
-        f"model={name} is unknown{_did_you_mean(name)}. Known models: {', '.join(available())}. "
-        f"Fix: -e model={_closest(name) or 'mnist_cnn'}, or {add}, or give a model file "
-        "of your own: -e model=/path/to/my_model.py"
+        f"model={name} is unknown{f' (did you mean {close}?)' if close else ''}. Known models: "
+        f"{', '.join(available())}. Fix: -e model={close or 'mnist_cnn'}, or {add}, or give a "
+        "model file of your own: -e model=/path/to/my_model.py"
     )
 
 
