@@ -156,9 +156,10 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
     # the mirror has published new ones).
     asked = sorted({path for kind, _, _, path in rows if kind == "O" and "/dists/" in path})
     assert not asked, f"package lists asked for through the cache: {asked}"
-    # Each package crossed the uplink once: counted in bytes against the file's size, since
-    # a download the mirror cut off is resumed, or started again, in a second log line. Only
-    # a second whole copy (twice the file's bytes) is the cache fetching for another node.
+    # Each package sent to the nodes crossed the uplink once: counted in bytes against the
+    # file's size, since a download the mirror cut off is resumed, or started again, in a
+    # second log line (a restart after 0.8 MB of a 1.1 MB file logs 1.75x). Only a second
+    # whole copy (2x, give or take a few header bytes) is the cache fetching for another node.
     size: dict[str, int] = {}
     crossed: Counter[str] = Counter()
     for kind, nbytes, _, path in rows:
@@ -168,9 +169,9 @@ def test_each_package_crossed_the_uplink_once_for_the_three_nodes() -> None:
             crossed[path] += nbytes
     assert any(path.endswith(".deb") for path in crossed), f"no package crossed: {rows[:20]}"
     twice = {
-        path: f"{nbytes} bytes in, file {size.get(path, 0)}"
+        path: f"{nbytes} bytes in, file {size[path]}"
         for path, nbytes in crossed.items()
-        if nbytes >= 2 * size.get(path, 0) - 65536
+        if path in size and nbytes >= 1.9 * size[path]
     }
     assert not twice, f"crossed the uplink more than once: {twice}; {len(rows)} log lines"
     uplink = sum(nbytes for kind, nbytes, _, _ in rows if kind == "I")
