@@ -15,7 +15,16 @@ import pytest
 
 from training import datasets
 from training.cli import main
-from training.datasets import BadExample, DatasetError, Plan, Settings, mnist, mnist_5k, npz_file
+from training.datasets import (
+    BadExample,
+    DatasetError,
+    Plan,
+    Settings,
+    ignored_settings,
+    mnist,
+    mnist_5k,
+    npz_file,
+)
 from training.datasets import pipeline as pipe
 from training.datasets.shards import write_prepared
 
@@ -517,6 +526,30 @@ def test_prepare_data_prints_one_json_object(
     assert again == {**out, "changed": False}
 
 
+def test_settings_a_dataset_does_not_read_are_named_with_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "wine.csv").write_text("a,label\n1,x\n")
+    given = Settings(image_size=(32, 48), color_mode="grayscale", label_column="species")
+    assert ignored_settings("mnist_5k", given) == [
+        "image_size=32x48 is ignored: mnist_5k does not read it (only image_folder datasets "
+        "do). Fix: leave out image_size, or give a dataset that reads it",
+        "color_mode=grayscale is ignored: mnist_5k does not read it (only image_folder "
+        "datasets do). Fix: leave out color_mode, or give a dataset that reads it",
+        "label_column=species is ignored: mnist_5k does not read it (only csv datasets do). "
+        "Fix: leave out label_column, or give a dataset that reads it",
+    ]
+    csv = ignored_settings(str(tmp_path / "wine.csv"), given)
+    assert [m.split(" is ")[0] for m in csv] == ["image_size=32x48", "color_mode=grayscale"]
+    assert "the csv dataset wine.csv does not read it" in csv[0]
+    assert ignored_settings(str(tmp_path / "photos"), given) == [
+        "label_column=species is ignored: the image_folder dataset photos does not read it "
+        "(only csv datasets do). Fix: leave out label_column, or give a dataset that reads it"
+    ]
+    # The defaults are no one's choice; test_fraction is read by both kinds of own data.
+    assert ignored_settings("mnist_5k", Settings()) == []
+    assert ignored_settings(str(tmp_path / "photos"), Settings(test_fraction=0.3)) == []
+
+
 def test_prepare_data_check_and_refusals(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -527,6 +560,7 @@ def test_prepare_data_check_and_refusals(
         "changed": True,
         "checked": str(source),
         "kind": "npz",
+        "ignored_settings": [],
     }
     assert not (tmp_path / "c").exists()
     assert main(argv) == 0

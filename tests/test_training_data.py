@@ -137,7 +137,9 @@ if changed and not a.check:
 print(json.dumps({"changed": changed, "id": ident, "dir": str(folder), "kind": "csv",
                   "input_shape": [4], "classes": ["a", "b"], "train_examples": 40,
                   "test_examples": 10, "train_shards": train, "test_shards": test,
-                  "skipped": [], "ignored_files": 0, "bytes": 100}))
+                  "skipped": [], "ignored_files": 0, "bytes": 100,
+                  "ignored_settings": [f"image_size={a.image_size} is ignored"]
+                  * (a.image_size != "64")}))
 """
 
 
@@ -251,6 +253,8 @@ def test_site_yml_prepares_once_and_stages_each_host_its_shards(cluster: Path) -
         "n2": sorted([f"{ident}/dataset.json", test, *train[2::3]]),
     }
     assert oct((cluster / "n2" / ident / "dataset.json").stat().st_mode & 0o777) == "0o644"
+    # What prepare-data says the dataset ignores is printed once, as a warning.
+    assert first.stdout.count("WARNING: image_size=48x64 is ignored") == 1, first.stdout[-3000:]
     # The folder and the files on each host; the preparation counts on one of them.
     assert sum(counts["changed"] for counts in recap(first.stdout).values()) == 5
 

@@ -597,12 +597,18 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         if found is None:  # valid, not prepared yet: preparing would change it
             module = datasets.resolve(args.dataset)
             kind = getattr(module, "KIND", None) or getattr(module, "NAME", "")
-            return {"changed": True, "checked": args.dataset, "kind": kind}
+            return {
+                "changed": True,
+                "checked": args.dataset,
+                "kind": kind,
+                "ignored_settings": datasets.ignored_settings(args.dataset, settings),
+            }
         manifest, written = found, False
     else:
         manifest, written = datasets.prepare(args.dataset, args.cache_dir, settings, args.source)
     return {
         "changed": written,
+        "ignored_settings": datasets.ignored_settings(args.dataset, settings),
         "id": manifest.id,
         "dir": str(manifest.path),
         "kind": manifest.kind,

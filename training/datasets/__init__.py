@@ -58,6 +58,7 @@ __all__ = [
     "Split",
     "check_settings",
     "dataset_id",
+    "ignored_settings",
     "known_names",
     "prepare",
     "prepared_id",
@@ -122,6 +123,45 @@ def resolve(spec: str) -> ModuleType:
         f"dataset={spec}: a {'folder' if path.is_dir() else 'file'} that no kind of dataset "
         "takes. Fix: a folder of images (one subfolder per class), a .csv or an .npz file"
     )
+
+
+#: The :class:`Settings` fields a kind of dataset may read (its ``SETTINGS``); shards and
+#: seed every kind reads.
+KIND_SETTINGS = ("image_size", "color_mode", "test_fraction", "skip_bad_images", "label_column")
+
+
+def ignored_settings(spec: str, settings: Settings) -> list[str]:
+    """Why each setting given a value of its own is ignored by dataset ``spec``, with the fix.
+
+    A setting is given when it differs from :class:`Settings`' default; it is
+    ignored when the kind of ``spec`` does not list it in ``SETTINGS``
+    (``-e image_size=32`` with ``mnist_5k``, whose digits are 28x28 as shipped).
+    Such a value is valid for another kind, so the run goes on; the role warns.
+
+    Returns:
+        One sentence (str) per ignored setting, in :data:`KIND_SETTINGS` order; [] when
+        none is.
+
+    Raises:
+        DatasetError: ``spec`` is no dataset (:func:`resolve`).
+    """
+    module = resolve(spec)
+    reads = set(getattr(module, "SETTINGS", ()))
+    default = Settings()
+    name = getattr(module, "NAME", None) or f"the {module.KIND} dataset {Path(spec).name}"
+    messages = []
+    for setting in KIND_SETTINGS:
+        value = getattr(settings, setting)
+        if setting in reads or value == getattr(default, setting):
+            continue
+        shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
+        kinds = [m.KIND for m in _modules() if setting in getattr(m, "SETTINGS", ())]
+        messages.append(
+            f"{setting}={shown} is ignored: {name} does not read it (only "
+            f"{' and '.join(kinds)} datasets do). Fix: leave out {setting}, or give a dataset "
+            "that reads it"
+        )
+    return messages
 
 
 def check_settings(settings: Settings) -> None:

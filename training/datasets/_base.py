@@ -10,7 +10,10 @@ A dataset module is one kind of source. It defines:
 - ``check(spec, settings, source=None) -> None``: the early check of
   ``site.yml``, validating the spec and the settings without preparing;
 - ``validate_settings(settings) -> None`` (optional): the settings it uses,
-  every bad one reported at once.
+  every bad one reported at once;
+- ``SETTINGS`` (optional, empty if absent): the :class:`Settings` fields it
+  reads besides ``shards`` and ``seed``; another field given a value of its
+  own is reported as ignored (:func:`training.datasets.ignored_settings`).
 """
 
 from __future__ import annotations

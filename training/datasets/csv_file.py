@@ -50,6 +50,8 @@ from training.datasets import DatasetError, Plan, Settings, slug
 from training.datasets._base import test_fraction_problem
 
 KIND = "csv"
+#: The settings this kind reads (the protocol in :mod:`training.datasets._base`).
+SETTINGS = ("label_column", "test_fraction")
 
 #: Delimiters the sniffer chooses among.
 DELIMITERS = ",;\t"

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 KIND = "image_folder"
+#: The settings this kind reads (the protocol in :mod:`training.datasets._base`).
+SETTINGS = ("image_size", "color_mode", "test_fraction", "skip_bad_images")
 
 #: File suffixes (compared in lower case) that are images.
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
