@@ -479,6 +479,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--takes", choices=("csv", "images"), help="only runs whose model takes this input"
     )
 
+    summary = sub.add_parser(
+        "summary", help="print the summary of a finished run, as train.yml ends with it"
+    )
+    summary.add_argument("--run-dir", required=True, help="the run's folder, e.g. runs/latest")
+    summary.add_argument(
+        "--export-error",
+        default="",
+        help="why the TensorFlow Lite export failed this time, for the tflite line",
+    )
+
     recovery = sub.add_parser("recovery", help="print which tasks of a run restarted, one line")
     recovery.add_argument("--run-dir", required=True, type=Path, help="the run's folder")
 
@@ -923,6 +933,15 @@ def _dispatch(args: argparse.Namespace) -> int:
         from training.status import newest_runs
 
         print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having, args.takes)))
+        return 0
+    if args.command == "summary":
+        from training import summary as summarising
+
+        try:
+            print("\n".join(summarising.lines(args.run_dir, args.export_error)))
+        except summarising.SummaryError as e:
+            print(f"summary: {e}", file=sys.stderr)
+            return 2
         return 0
     if args.command == "recovery":
         from training.tasklog import recovery_line
