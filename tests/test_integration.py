@@ -259,6 +259,27 @@ def test_follow_takes_up_a_run_after_ctrl_c_on_train_yml(provisioned: None, tmp_
     assert re.search(r"test accuracy 0\.9\d+ on 1000 held-out images", again.stdout)
 
 
+def test_follow_exports_a_run_that_ended_while_nothing_followed_it(
+    provisioned: None, tmp_path: Path
+) -> None:
+    play = start_train(tmp_path, "-e", "epochs=3")
+    wait_for_epoch(tmp_path, 1)
+    os.killpg(play.pid, signal.SIGINT)  # Ctrl-C; the run goes on and ends on its own
+    play.communicate(timeout=120)
+    latest = tmp_path / "latest"
+    deadline = time.monotonic() + 300
+    while json.loads((latest / "run.json").read_text())["state"] == "running":
+        assert time.monotonic() < deadline, "the launcher did not record the end"
+        time.sleep(1)
+    assert not list(latest.glob("*.tflite"))  # train.yml, which exports, was gone
+    follow = run_playbook("follow.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert follow.returncode == 0, follow.stdout[-3000:]
+    assert "already ended (succeeded" in " ".join(follow.stdout.split())
+    assert re.search(r"tflite +float32 \d+ KB 0\.\d+ +test accuracy", follow.stdout)
+    assert (latest / "model.tflite").exists()
+    assert "export" in json.loads((latest / "metrics.json").read_text())
+
+
 def starts_of(run: Path, task: str) -> list[int]:
     """The restart count of each start of ``task``, from its own log."""
     events = [json.loads(x) for x in (run / "tasks" / f"{task}.jsonl").read_text().splitlines()]

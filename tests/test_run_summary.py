@@ -165,7 +165,9 @@ def test_a_csv_run_counts_examples_and_a_failed_export_says_why(tmp_path: Path) 
     summary = by_label(lines(folder))
     assert summary["model"].startswith("tabular_mlp on wine (3 classes, 13 features;")
     assert summary["test accuracy"] == "0.9690 on 1000 held-out examples (loss 0.1025)"
-    assert summary["tflite"].startswith("not exported: metrics.json records no export")
+    assert summary["tflite"].startswith(
+        f"not exported yet: ansible-playbook follow.yml -e run={RUN_ID}"
+    )
     failed = by_label(lines(folder, "export: ValueError: cannot convert"))
     assert failed["tflite"] == "not exported: export: ValueError: cannot convert (model*.tflite)"
 

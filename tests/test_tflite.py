@@ -233,14 +233,16 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join((done.stdout + done.stderr).split())
     assert f"There is no run {runs}/nosuch." in text, text[-2000:]
     assert f"e.g. one of the newest: {out.name}" in text
-    # A run without a TFLite model (stopped, or failed) is answered with runs that have one.
+    # A run without a TFLite model is answered with runs that have one; one that finished
+    # while nothing followed it (its model.keras is there) with follow.yml, which exports it.
     stopped = runs / "stopped"
     stopped.mkdir(exist_ok=True)
-    (stopped / "run.json").write_text("{}")
+    for name in ("run.json", "model.keras", "preprocessing.json"):
+        (stopped / name).write_text("{}")
     done = run_playbook("predict.yml", *given, "-e", "run=stopped", timeout=300)
     text = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0
-    assert f"{stopped} has no model.tflite" in text, text[-2000:]
+    assert f"{stopped} has no model.tflite. Fix: ansible-playbook follow.yml -e run=stopped" in text
     assert f"e.g. one of the newest: {out.name}," in text
 
     done = run_playbook("predict.yml", *given, "-e", f"csv={tmp_path / 'x.csv'}", timeout=300)

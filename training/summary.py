@@ -126,8 +126,8 @@ def tflite_text(metrics: Mapping[str, Any], export_error: str = "") -> str:
         export_error: the export's last line of error output when it failed this time.
 
     Returns:
-        ``'float32 143 KB 0.9690 test accuracy'`` (:func:`training.tflite.summary`), or
-        ``'not exported: <why>'``.
+        ``'float32 143 KB 0.9690 test accuracy'`` (:func:`training.tflite.summary`),
+        ``'not exported: <why>'``, or, when metrics.json records no export, how to make it.
     """
     from training.tflite import summary
 
@@ -135,7 +135,8 @@ def tflite_text(metrics: Mapping[str, Any], export_error: str = "") -> str:
         return f"not exported: {export_error}"
     export = metrics.get("export")
     if not export:
-        return "not exported: metrics.json records no export (python -m training export)"
+        run = metrics.get("run_id") or "<run id>"
+        return f"not exported yet: ansible-playbook follow.yml -e run={run} exports it"
     return summary(export, float(metrics.get("export_max_accuracy_drop", 0.0)))
 
 
