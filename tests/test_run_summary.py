@@ -204,10 +204,22 @@ def test_a_run_started_by_hand_has_no_run_json_and_is_named_by_its_metrics(
 def test_a_folder_without_a_finished_run_is_refused_with_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SummaryError, match=r"no such run folder\. Fix: give one of runs/"):
+    fix = "Fix: give a folder of runs/, e.g. runs/latest"
+    with pytest.raises(SummaryError, match=r"'.*nosuch' does not exist\. Fix: give a folder"):
         lines(tmp_path / "nosuch")
-    (tmp_path / "started").mkdir()
-    assert main(["summary", "--run-dir", str(tmp_path / "started")]) == 2
+    with pytest.raises(SummaryError, match="'' does not exist"):
+        lines("")
+    (tmp_path / "data.csv").write_text("a,label\n")
+    with pytest.raises(SummaryError, match=r"data\.csv' is a file\. Fix: give a folder"):
+        lines(tmp_path / "data.csv")
+    with pytest.raises(
+        SummaryError, match=f"is no run folder: it has no run.json nor metrics.json. {fix}"
+    ):
+        lines(tmp_path)
+    started = tmp_path / "started"
+    started.mkdir()
+    (started / "run.json").write_text(json.dumps({"run_id": "started", "state": "running"}))
+    assert main(["summary", "--run-dir", str(started)]) == 2
     err = capsys.readouterr().err
     assert "started/metrics.json cannot be read" in err
     assert "Fix: ansible-playbook status.yml -e run=started" in err

@@ -254,25 +254,30 @@ def lines(run_dir: Path | str, export_error: str = "") -> list[str]:
     Then one ``WARNING: ...`` line for each of metrics.json's ``warnings``.
 
     Raises:
-        SummaryError: ``run_dir`` is no folder, or its ``metrics.json`` is missing or not
-            JSON (a run that did not finish: ``status.yml`` says what it did).
+        SummaryError: ``run_dir`` is no folder, holds no run (no ``run.json`` nor
+            ``metrics.json``), or its ``metrics.json`` is missing or not JSON (a run that
+            did not finish: ``status.yml`` says what it did).
     """
     folder = Path(run_dir)
-    if not folder.is_dir():
-        raise SummaryError(
-            f"{folder}: no such run folder. Fix: give one of runs/, e.g. runs/latest"
-        )
-    try:
-        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise SummaryError(
-            f"{folder}/metrics.json cannot be read ({e}): the run did not finish. "
-            f"Fix: ansible-playbook status.yml -e run={folder.name} says what it did"
-        ) from e
+    fix = "Fix: give a folder of runs/, e.g. runs/latest"
+    if not str(run_dir).strip() or not folder.is_dir():
+        what = "is a file" if folder.exists() and str(run_dir).strip() else "does not exist"
+        raise SummaryError(f"run folder {str(run_dir)!r} {what}. {fix}")
     try:
         record = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         record = {}  # a run started by hand (python -m training train) has no run.json
+    try:
+        metrics = json.loads((folder / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        if not record:
+            raise SummaryError(
+                f"{folder} is no run folder: it has no run.json nor metrics.json. {fix}"
+            ) from e
+        raise SummaryError(
+            f"{folder}/metrics.json cannot be read ({e}): the run did not finish. "
+            f"Fix: ansible-playbook status.yml -e run={folder.name} says what it did"
+        ) from e
     if "script" in metrics:
         summary = script_lines(run_dir, record, metrics)
     else:
