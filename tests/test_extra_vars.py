@@ -217,3 +217,27 @@ def test_a_misspelt_dataset_setting_stops_train_yml_before_it_starts() -> None:
     assert "-e image_sise: no raspi-tf playbook or role reads this variable" in text, text[-2000:]
     assert "Fix: -e image_size=... (did you mean image_size?)" in text
     assert text.count("PLAY [") == 1
+
+
+def test_the_settings_that_take_true_or_false_are_known_by_every_name() -> None:
+    names = lookup.boolean_names()
+    # A role option of type bool, the short name its default reads, a name read with `| bool`.
+    assert {"training_data_skip_bad_images", "skip_bad_images", "export_int8"} <= names
+    assert {"monitoring_enabled", "apt_cache_enabled"} <= names
+    assert not {"epochs", "export_variants", "dataset"} & names
+    given = {"skip_bad_images": "maybe", "export_int8": "YES", "epochs": "x", "x": True}
+    assert lookup.bad_booleans(given | {"os_base_grow_swap": "off"}, names) == [
+        "-e skip_bad_images=maybe is not true or false. "
+        "Fix: -e skip_bad_images=true or -e skip_bad_images=false"
+    ]
+
+
+def test_a_value_that_is_not_true_or_false_stops_train_yml_before_it_starts() -> None:
+    # Without the check, skip_bad_images=maybe stopped the role with its argument spec's dump,
+    # and export_int8=maybe became false, silently.
+    result = run_playbook("train.yml", "-e", "skip_bad_images=maybe", "-e", "export_int8=maybe")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "-e skip_bad_images=maybe is not true or false. Fix: -e skip_bad_images=true" in text
+    assert "-e export_int8=maybe is not true or false." in text, text[-2000:]
+    assert text.count("PLAY [") == 1

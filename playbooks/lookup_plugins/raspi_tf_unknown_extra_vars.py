@@ -44,6 +44,14 @@ options:
     description: Return instead every name given with -e (known or not), in the order given.
     type: bool
     default: false
+  booleans:
+    description:
+      - Return instead one sentence per -e value that is not true or false for a name that
+        takes only those (a role option of type bool, a short name such a role default reads,
+        or a name read as C(name | default(...) | bool)). C(-e skip_bad_images=maybe) would stop
+        the role with Ansible's argument-spec dump, or turn silently into false.
+    type: bool
+    default: false
   contradictions:
     description:
       - Return instead the settings given twice, under a short name and a role's name for it
@@ -258,6 +266,61 @@ def contradictions(
     ]
 
 
+#: A name read as a boolean with a default: ``export_int8 | default(false) | bool``.
+READ_AS_BOOL = re.compile(r"(?<![\w.])([a-z][a-z0-9_]*)\s*\|\s*default\([^()|]*\)\s*\|\s*bool\b")
+
+
+def boolean_names(repo: Path = REPO) -> set[str]:
+    """The variable names that take only true or false.
+
+    The options of type bool in every role's argument specs, the short names their
+    defaults read (``skip_bad_images`` for ``training_data_skip_bad_images``), and the names
+    read as ``name | default(...) | bool`` in roles and playbooks.
+
+    Args:
+        repo: the checkout holding roles/ and playbooks/.
+
+    Returns:
+        The names (str), none starting with ``__``.
+    """
+    names: set[str] = set()
+    for path in (repo / "roles").glob("*/meta/argument_specs.yml"):
+        specs = (yaml.safe_load(path.read_text()) or {}).get("argument_specs", {})
+        for entry in specs.values():
+            for name, option in (entry.get("options") or {}).items():
+                if isinstance(option, dict) and option.get("type") == "bool":
+                    names.add(name)
+    for group in aliases(repo):
+        if group[0] in names:
+            names |= set(group)
+    for path in [*(repo / "roles").rglob("*.yml"), *(repo / "playbooks").glob("*.yml")]:
+        names |= set(READ_AS_BOOL.findall(path.read_text()))
+    return names
+
+
+def bad_booleans(extra: dict[str, Any], booleans: set[str]) -> list[str]:
+    """Why each -e value of a name in ``booleans`` that is not true or false is refused.
+
+    Ansible's spellings count (https://docs.ansible.com/ansible/latest/reference_appendices/
+    YAMLSyntax.html: true/false, yes/no, on/off, 1/0, in any letter case).
+
+    Args:
+        extra: the -e variables, name -> value.
+        booleans: the names that take only true or false (:func:`boolean_names`).
+
+    Returns:
+        One sentence per refused value, with the fix, in the order given.
+    """
+    from ansible.module_utils.parsing.convert_bool import BOOLEANS
+
+    spellings = {str(b).lower() for b in BOOLEANS}
+    return [
+        f"-e {name}={value} is not true or false. Fix: -e {name}=true or -e {name}=false"
+        for name, value in extra.items()
+        if name in booleans and not isinstance(value, bool) and str(value).lower() not in spellings
+    ]
+
+
 def _values(hostvars: Any, names: set[str]) -> dict[str, Any]:
     """The ``names`` a host has among its variables, templated as Ansible would read them."""
     result = {}
@@ -277,6 +340,8 @@ class LookupModule(LookupBase):
         self.set_options(var_options=variables, direct=kwargs)
         extra = load_extra_vars(self._loader)
         known = known_names() | set(self.get_option("allowed"))
+        if self.get_option("booleans"):
+            return bad_booleans(dict(extra), boolean_names())
         if self.get_option("given"):
             return [name for name in extra if name != RAW]
         if self.get_option("contradictions"):
