@@ -560,6 +560,9 @@ def test_prepare_data_check_and_refusals(
         "changed": True,
         "checked": str(source),
         "kind": "npz",
+        # From the file's listing, nothing decoded: train.yml --check builds the model for it.
+        "input_shape": [28, 28],
+        "classes": [str(d) for d in range(10)],
         "ignored_settings": [],
     }
     assert not (tmp_path / "c").exists()

@@ -61,6 +61,21 @@ def recap_changed(text: str) -> int:
     return int(match.group(1))
 
 
+def test_check_mode_builds_the_model_for_a_folder_not_prepared_yet(
+    work: Path, tmp_path: Path
+) -> None:
+    runs = tmp_path / "runs"
+    photos = ["-e", f"dataset={work / 'photos'}", "--check"]
+    refused = train(work, runs, *photos, "-e", "model=tabular_mlp")
+    assert refused.endswith("rc=2"), refused[-2000:]
+    assert "tabular_mlp cannot take inputs of shape (64, 64, 3)" in refused, refused[-2000:]
+    passed = train(work, runs, *photos, "-e", "model=pi_mobilenet")
+    assert passed.endswith("rc=0"), passed[-2000:]
+    assert "Check mode: every check passed; a run would train pi_mobilenet" in passed
+    assert "The dataset is not prepared yet, so no example was decoded" in passed
+    assert not (work / "datasets").exists() and not runs.exists()
+
+
 def test_bad_images_are_refused_before_the_start_then_skipped(work: Path, tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     refused = train(work, runs, "-e", f"dataset={work / 'photos'}")

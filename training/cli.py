@@ -223,6 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also build the model once with TensorFlow and feed it one example of the "
         "dataset's shape (seconds)",
     )
+    check.add_argument(
+        "--input-shape",
+        type=_shape,
+        help="with --no-data --build: the shape of one example, e.g. 64x64x3 (a dataset not "
+        "prepared yet: prepare-data --check says it)",
+    )
+    check.add_argument(
+        "--num-classes", type=int, help="with --no-data --build: the dataset's class count"
+    )
 
     prep = sub.add_parser(
         "prepare-data",
@@ -569,6 +578,17 @@ def _prepare_flags(prep: argparse.ArgumentParser) -> None:
     )
 
 
+def _shape(text: str) -> tuple[int, ...]:
+    """``64x64x3`` -> (64, 64, 3): an example's shape for argparse."""
+    try:
+        shape = tuple(int(p) for p in text.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not shape or min(shape) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a shape; give sizes such as 64x64x3")
+    return shape
+
+
 def _image_size(text: str) -> tuple[int, int]:
     """``64`` -> (64, 64); ``96x128`` -> (96, 128): (height, width) for argparse."""
     parts = text.lower().split("x")
@@ -607,10 +627,13 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         if found is None:  # valid, not prepared yet: preparing would change it
             module = datasets.resolve(args.dataset)
             kind = getattr(module, "KIND", None) or getattr(module, "NAME", "")
+            shape, classes = datasets.describe(args.dataset, settings, args.source)
             return {
                 "changed": True,
                 "checked": args.dataset,
                 "kind": kind,
+                "input_shape": list(shape),
+                "classes": classes,
                 "ignored_settings": datasets.ignored_settings(args.dataset, settings),
             }
         manifest, written = found, False
@@ -786,11 +809,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.build:
             from training.models._common import DEFAULT_INPUT_SHAPE, DEFAULT_NUM_CLASSES
 
-            # Without the dataset (--no-data): the shape a model's build defaults to.
+            # Without the dataset (--no-data): the shape given, else a model's build default.
             models.check_model(
                 config.model,
-                manifest.input_shape if manifest else DEFAULT_INPUT_SHAPE,
-                len(manifest.classes) if manifest else DEFAULT_NUM_CLASSES,
+                manifest.input_shape if manifest else args.input_shape or DEFAULT_INPUT_SHAPE,
+                len(manifest.classes) if manifest else args.num_classes or DEFAULT_NUM_CLASSES,
                 config.learning_rate or models.learning_rate(config.model),
                 models.resolve_steps_per_execution(
                     config.model, config.steps_per_execution, config.strategy

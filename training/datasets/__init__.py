@@ -58,6 +58,7 @@ __all__ = [
     "Split",
     "check_settings",
     "dataset_id",
+    "describe",
     "ignored_settings",
     "known_names",
     "prepare",
@@ -287,6 +288,26 @@ def prepare(
     if prepared is not None or check_only:
         return prepared, False
     return write_prepared(plan, settings, cache_dir), True
+
+
+def describe(
+    spec: str, settings: Settings, source: Path | None = None
+) -> tuple[tuple[int, ...], list[str]]:
+    """The input shape and class names dataset ``spec`` would have, without preparing it.
+
+    The module's plan: its source listed and hashed, nothing decoded. ``train.yml
+    --check`` builds the model for this shape before a dataset is prepared.
+
+    Returns:
+        (input_shape, class names), e.g. ``((64, 64, 3), ["cat", "dog"])``.
+
+    Raises:
+        DatasetError: as :func:`prepare` (an unknown spec, bad settings, no dataset).
+    """
+    module = resolve(spec)
+    plan = module.plan(spec, settings, source)
+    _check_plan(plan, module)
+    return tuple(plan.input_shape), list(plan.classes)
 
 
 def prepared_id(data_dir: Path | str, dataset: str) -> str:
