@@ -263,7 +263,7 @@ def test_bad_settings_are_reported_at_once(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "settings, named",
-    [(Settings(image_size=(7, 7)), "image_size=(7, 7)"), (Settings(test_fraction=1.5), "1.5")],
+    [(Settings(image_size=(7, 7)), "image_size=7x7"), (Settings(test_fraction=1.5), "1.5")],
 )
 def test_a_bad_setting_of_another_kind_of_dataset_is_refused_not_ignored(
     tmp_path: Path, settings: Settings, named: str
@@ -574,6 +574,9 @@ def test_prepare_data_check_and_refusals(
     assert capsys.readouterr().err.startswith("error: dataset=cifar10 is unknown")
     assert main([*argv, "--shards", "0", "--workers", "0"]) == 2
     assert "shards=0 must be 1 to 10000" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse refuses the value, naming the variable
+        main([*argv, "--image-size", "abc"])
+    assert "image_size=abc is not an image size. Fix: -e image_size=64" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("text", "size"), [("64", (64, 64)), ("96x128", (96, 128))])

@@ -598,7 +598,8 @@ def _image_size(text: str) -> tuple[int, int]:
         sizes = []
     if len(sizes) not in (1, 2) or min(sizes, default=0) < 1:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not an image size; give 64 (a square) or HEIGHTxWIDTH such as 96x128"
+            f"image_size={text} is not an image size. Fix: -e image_size=64 (a square) or "
+            "-e image_size=96x128 (height x width)"
         )
     return (sizes[0], sizes[-1])
 

@@ -111,8 +111,9 @@ def validate_settings(settings: Settings) -> None:
         and all(isinstance(s, int) and not isinstance(s, bool) for s in size)
         and all(MIN_SIDE <= s <= MAX_SIDE for s in size)
     ):
+        shown = "x".join(map(str, size)) if isinstance(size, tuple | list) else repr(size)
         problems.append(
-            f"image_size={size!r} is not (height, width) with each side {MIN_SIDE} to "
+            f"image_size={shown} is not (height, width) with each side {MIN_SIDE} to "
             f"{MAX_SIDE} pixels. Fix: -e image_size=64 (a square) or -e image_size=96x128 "
             "(height x width)"
         )
