@@ -548,6 +548,13 @@ def test_settings_a_dataset_does_not_read_are_named_with_the_fix(tmp_path: Path)
     # The defaults are no one's choice; test_fraction is read by both kinds of own data.
     assert ignored_settings("mnist_5k", Settings()) == []
     assert ignored_settings(str(tmp_path / "photos"), Settings(test_fraction=0.3)) == []
+    # A folder with its own test split keeps it.
+    (tmp_path / "photos" / "train").mkdir()
+    (tmp_path / "photos" / "test").mkdir()
+    assert ignored_settings(str(tmp_path / "photos"), Settings(test_fraction=0.3)) == [
+        "test_fraction=0.3 is ignored: photos/ has its own train/ and test/ splits. "
+        "Fix: leave out test_fraction"
+    ]
 
 
 def test_prepare_data_check_and_refusals(

@@ -136,7 +136,9 @@ def ignored_settings(spec: str, settings: Settings) -> list[str]:
 
     A setting is given when it differs from :class:`Settings`' default; it is
     ignored when the kind of ``spec`` does not list it in ``SETTINGS``
-    (``-e image_size=32`` with ``mnist_5k``, whose digits are 28x28 as shipped).
+    (``-e image_size=32`` with ``mnist_5k``, whose digits are 28x28 as shipped), or
+    when its module's ``unread_settings(spec)`` names it (``test_fraction`` with a
+    folder that has its own ``train/`` and ``test/``).
     Such a value is valid for another kind, so the run goes on; the role warns.
 
     Returns:
@@ -147,7 +149,8 @@ def ignored_settings(spec: str, settings: Settings) -> list[str]:
         DatasetError: ``spec`` is no dataset (:func:`resolve`).
     """
     module = resolve(spec)
-    reads = set(getattr(module, "SETTINGS", ()))
+    unread: dict[str, str] = getattr(module, "unread_settings", lambda _spec: {})(spec)
+    reads = set(getattr(module, "SETTINGS", ())) - set(unread)
     default = Settings()
     name = getattr(module, "NAME", None) or f"the {module.KIND} dataset {Path(spec).name}"
     messages = []
@@ -156,6 +159,11 @@ def ignored_settings(spec: str, settings: Settings) -> list[str]:
         if setting in reads or value == getattr(default, setting):
             continue
         shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
+        if setting in unread:
+            messages.append(
+                f"{setting}={shown} is ignored: {unread[setting]}. Fix: leave out {setting}"
+            )
+            continue
         kinds = [m.KIND for m in _modules() if setting in getattr(m, "SETTINGS", ())]
         messages.append(
             f"{setting}={shown} is ignored: {name} does not read it (only "

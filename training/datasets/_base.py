@@ -13,7 +13,10 @@ A dataset module is one kind of source. It defines:
   every bad one reported at once;
 - ``SETTINGS`` (optional, empty if absent): the :class:`Settings` fields it
   reads besides ``shards`` and ``seed``; another field given a value of its
-  own is reported as ignored (:func:`training.datasets.ignored_settings`).
+  own is reported as ignored (:func:`training.datasets.ignored_settings`);
+- ``unread_settings(spec) -> dict[str, str]`` (optional): those of ``SETTINGS``
+  that this source does not read, each with why (a folder with its own test
+  split does not read ``test_fraction``).
 """
 
 from __future__ import annotations

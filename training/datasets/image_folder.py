@@ -96,6 +96,18 @@ def claims(path: Path) -> bool:
     return path.is_dir()
 
 
+def unread_settings(spec: str) -> dict[str, str]:
+    """The settings of :data:`SETTINGS` this folder does not read, each with why.
+
+    A folder with its own ``train/`` and ``test/`` keeps its split: ``test_fraction``
+    does not apply (the protocol in :mod:`training.datasets._base`).
+    """
+    root = Path(spec).expanduser()
+    if (root / "train").is_dir() and (root / "test").is_dir():
+        return {"test_fraction": f"{root.name}/ has its own train/ and test/ splits"}
+    return {}
+
+
 def validate_settings(settings: Settings) -> None:
     """Check the settings this kind of dataset uses, all at once.
 
