@@ -194,26 +194,32 @@ def test_a_task_failing_at_every_start_ends_the_run_at_the_restart_limit(
 
 
 def test_status_and_stop_mid_run_keep_the_backups(provisioned: None, tmp_path: Path) -> None:
-    play = start_train(tmp_path, "-e", "epochs=30")
-    wait_for_epoch(tmp_path, 1)
-    status = run_playbook("status.yml", "-e", f"training_run_runs_dir={tmp_path}")
-    assert status.returncode == 0, status.stdout[-3000:]
-    for task in ("worker-0", "worker-1"):
-        assert re.search(rf"{task} +running +[1-9] +\d\.\d{{4}} +\d+% +\d+ ", status.stdout), (
-            status.stdout[-3000:]
-        )
-    assert re.search(r"task +state +epoch +loss +cpu +mem MB +restarts +host", status.stdout)
-    assert re.search(r"^ *- running$", status.stdout, re.M), status.stdout[-3000:]
-    stop = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
-    assert stop.returncode == 0, stop.stdout[-3000:]
-    output, _ = play.communicate(timeout=300)
-    assert play.returncode != 0  # train.yml reports the run as stopped
-    assert "stopped" in output
-    assert not training_processes()
-    latest = tmp_path / "latest"
-    record = json.loads((latest / "run.json").read_text())
-    assert (record["state"], record["reason"]) == ("stopped", "stopped by stop.yml")
-    assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
+    # Epochs enough that the run is still going when status.yml looks at it on a busy
+    # machine: stop.yml ends it. A failure stops it too, so no later test finds its ports taken.
+    play = start_train(tmp_path, "-e", "epochs=200")
+    try:
+        wait_for_epoch(tmp_path, 1)
+        status = run_playbook("status.yml", "-e", f"training_run_runs_dir={tmp_path}")
+        assert status.returncode == 0, status.stdout[-3000:]
+        for task in ("worker-0", "worker-1"):
+            row = rf"{task} +running +[1-9]\d* +\d\.\d{{4}} +\d+% +\d+ "
+            assert re.search(row, status.stdout), status.stdout[-3000:]
+        assert re.search(r"task +state +epoch +loss +cpu +mem MB +restarts +host", status.stdout)
+        assert re.search(r"^ *- running$", status.stdout, re.M), status.stdout[-3000:]
+        stop = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
+        assert stop.returncode == 0, stop.stdout[-3000:]
+        output, _ = play.communicate(timeout=300)
+        assert play.returncode != 0  # train.yml reports the run as stopped
+        assert "stopped" in output
+        assert not training_processes()
+        latest = tmp_path / "latest"
+        record = json.loads((latest / "run.json").read_text())
+        assert (record["state"], record["reason"]) == ("stopped", "stopped by stop.yml")
+        assert list((latest / "backup" / "chief").glob("ckpt-*.index"))  # the backup stays
+    finally:
+        if play.poll() is None:
+            run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
+            play.communicate(timeout=300)
 
 
 def test_two_train_yml_naming_one_run_at_once_start_one_run(
