@@ -578,25 +578,27 @@ def _prepare_flags(prep: argparse.ArgumentParser) -> None:
     )
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    """``64x64x3`` -> (64, 64, 3); () for text that is not positive whole numbers joined by x."""
+    try:
+        sizes = tuple(int(p) for p in text.lower().split("x"))
+    except ValueError:
+        return ()
+    return sizes if min(sizes) >= 1 else ()
+
+
 def _shape(text: str) -> tuple[int, ...]:
     """``64x64x3`` -> (64, 64, 3): an example's shape for argparse."""
-    try:
-        shape = tuple(int(p) for p in text.lower().split("x"))
-    except ValueError:
-        shape = ()
-    if not shape or min(shape) < 1:
+    shape = _sizes(text)
+    if not shape:
         raise argparse.ArgumentTypeError(f"{text!r} is not a shape; give sizes such as 64x64x3")
     return shape
 
 
 def _image_size(text: str) -> tuple[int, int]:
     """``64`` -> (64, 64); ``96x128`` -> (96, 128): (height, width) for argparse."""
-    parts = text.lower().split("x")
-    try:
-        sizes = [int(p) for p in parts]
-    except ValueError:
-        sizes = []
-    if len(sizes) not in (1, 2) or min(sizes, default=0) < 1:
+    sizes = _sizes(text)
+    if len(sizes) not in (1, 2):
         raise argparse.ArgumentTypeError(
             f"image_size={text} is not an image size. Fix: -e image_size=64 (a square) or "
             "-e image_size=96x128 (height x width)"
