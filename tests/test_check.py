@@ -353,6 +353,39 @@ def test_a_run_of_few_steps_is_warned_with_the_fix() -> None:
     assert few_steps(TrainConfig(epochs=8, batch_size=64), two, 4000) is None  # mnist_5k: 248
 
 
+def test_a_dataset_not_prepared_yet_is_checked_by_its_count(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # train.yml --check on a folder not prepared yet: prepare-data --check counted 72
+    # training photos; two workers at 64 each need 128 for one step.
+    as_worker_0(monkeypatch, ["127.0.0.1:23456", "127.0.0.1:23457"])
+    argv = ["check", "--no-data", "--model", "pi_mobilenet", "--train-examples", "72"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "error: 72 training examples are fewer than one step's global batch of 128 "
+        "(batch_size 64 x 2 replicas). Fix: -e batch_size=36 or less, or more examples\n"
+    )
+    assert main([*argv, "--batch-size", "36"]) == 0
+    assert "warning: 72 training examples make 1 step an epoch" in capsys.readouterr().err
+    # A parameter server reads no data; alone, one process is one replica.
+    monkeypatch.setenv(
+        "TF_CONFIG",
+        json.dumps(
+            {
+                "cluster": {
+                    "chief": ["127.0.0.1:2222"],
+                    "worker": ["127.0.0.1:2223"],
+                    "ps": ["127.0.0.1:2224"],
+                },
+                "task": {"type": "ps", "index": 0},
+            }
+        ),
+    )
+    assert main([*argv, "--strategy", "parameter_server", "--batch-size", "500"]) == 0
+    monkeypatch.delenv("TF_CONFIG")
+    assert main([*argv, "--batch-size", "72"]) == 0
+
+
 def test_a_model_answering_one_class_is_warned_of() -> None:
     import numpy as np
 

@@ -570,6 +570,8 @@ def test_prepare_data_check_and_refusals(
         # From the file's listing, nothing decoded: train.yml --check builds the model for it.
         "input_shape": [28, 28],
         "classes": [str(d) for d in range(10)],
+        "train_examples": 100,
+        "test_examples": 20,
         "ignored_settings": [],
     }
     assert not (tmp_path / "c").exists()

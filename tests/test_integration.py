@@ -339,7 +339,7 @@ def test_a_batch_bigger_than_the_dataset_is_refused_before_anything_starts(
     assert result.returncode != 0
     assert "task worker-0: 4000 training examples are fewer than one step's global batch" in text
     assert "of 6000 (batch_size 3000 x 2 replicas)" in text
-    assert "lower batch_size" in text
+    assert "Fix: -e batch_size=2000 or less, or more examples" in text
     assert not training_processes()
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
 

@@ -69,10 +69,18 @@ def test_check_mode_builds_the_model_for_a_folder_not_prepared_yet(
     refused = train(work, runs, *photos, "-e", "model=tabular_mlp")
     assert refused.endswith("rc=2"), refused[-2000:]
     assert "tabular_mlp cannot take inputs of shape (64, 64, 3)" in refused, refused[-2000:]
+    # Its photos are counted from their names: two workers at 300 each need 600.
+    small = train(work, runs, *photos, "-e", "model=pi_mobilenet", "-e", "batch_size=300")
+    assert small.endswith("rc=2"), small[-2000:]
+    assert re.search(
+        r"\d+ training examples are fewer than one step's global batch of 600 "
+        r"\(batch_size 300 x 2 replicas\)\. Fix: -e batch_size=\d+ or less",
+        small,
+    ), small[-2000:]
     passed = train(work, runs, *photos, "-e", "model=pi_mobilenet")
     assert passed.endswith("rc=0"), passed[-2000:]
     assert "Check mode: every check passed; a run would train pi_mobilenet" in passed
-    assert "The dataset is not prepared yet, so its examples were neither decoded nor" in passed
+    assert "The dataset is not prepared yet: its examples were counted, not decoded." in passed
     assert not (work / "datasets").exists() and not runs.exists()
 
 

@@ -232,6 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--num-classes", type=int, help="with --no-data --build: the dataset's class count"
     )
+    check.add_argument(
+        "--train-examples",
+        type=int,
+        help="with --no-data: the training split's size, checked against the global batch (a "
+        "dataset not prepared yet: prepare-data --check says it)",
+    )
 
     prep = sub.add_parser(
         "prepare-data",
@@ -611,8 +617,9 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
 
     With ``--check`` nothing is prepared: a dataset prepared already is
     described as without it (``changed`` false); one that is not is
-    ``{"changed": true, "checked": <spec>, "kind": ...}`` once its spec and
-    settings pass.
+    ``{"changed": true, "checked": <spec>, "kind": ...}`` with the shape,
+    classes and example counts of :func:`training.datasets.describe`, once its
+    spec and settings pass.
     """
     settings = datasets.Settings(
         image_size=args.image_size,
@@ -630,13 +637,11 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         if found is None:  # valid, not prepared yet: preparing would change it
             module = datasets.resolve(args.dataset)
             kind = getattr(module, "KIND", None) or getattr(module, "NAME", "")
-            shape, classes = datasets.describe(args.dataset, settings, args.source)
             return {
                 "changed": True,
                 "checked": args.dataset,
                 "kind": kind,
-                "input_shape": list(shape),
-                "classes": classes,
+                **datasets.describe(args.dataset, settings, args.source),
                 "ignored_settings": datasets.ignored_settings(args.dataset, settings),
             }
         manifest, written = found, False
@@ -776,7 +781,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "check":
-        from training.train import check, few_steps, oversubscribed
+        from training.train import check, check_global_batch, few_steps, oversubscribed
 
         if args.tf_config_file:
             try:
@@ -786,7 +791,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         config = _config(args)
         manifest = None
         if args.no_data:
-            parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
+            tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
             if args.script:
                 from training.script import check_script, split_args
 
@@ -794,6 +799,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 split_args(args.script_args)
             else:
                 models.get(args.model)
+                reads_data = tf_config is None or tf_config.task.type != "ps"
+                if args.train_examples is not None and reads_data:
+                    check_global_batch(config, tf_config, args.train_examples)
+                    warning = few_steps(config, tf_config, args.train_examples)
+                    if warning:
+                        print(f"warning: {warning}", file=sys.stderr)
         else:
             tf_config = check(config)
             warnings = [oversubscribed(config, tf_config)]

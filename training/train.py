@@ -230,17 +230,44 @@ def check(config: TrainConfig) -> TFConfig | None:
         config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
     )
     datasets.verify_files(manifest, task_shards(manifest, config.strategy, tf_config))
-    n_train = manifest.train.examples
-    replicas = 1
+    check_global_batch(config, tf_config, manifest.train.examples)
+    return tf_config
+
+
+def replica_count(config: TrainConfig, tf_config: TFConfig | None) -> int:
+    """The replicas one step's global batch is split over.
+
+    ``multi_worker_mirrored``: every worker and the chief, one replica each (CPU
+    nodes). ``parameter_server`` and one process alone: 1, as each worker
+    applies its own batch.
+    """
     if tf_config is not None and config.strategy == "multi_worker_mirrored":
-        replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
-    if n_train < config.batch_size * replicas:
+        return tf_config.num_workers + len(tf_config.cluster.get("chief", []))
+    return 1
+
+
+def check_global_batch(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> None:
+    """Refuse a training split smaller than one step's global batch.
+
+    Every worker runs the same number of steps an epoch, ``n_train`` over the
+    global batch rounded down: a split smaller than one batch makes no step.
+
+    Args:
+        config: the task's settings (batch_size, strategy).
+        tf_config: the task's TF_CONFIG, None for one process alone.
+        n_train: examples in the training split.
+
+    Raises:
+        training.datasets.DatasetError: ``n_train`` below batch_size x replicas,
+            with both numbers and the fix.
+    """
+    n = replica_count(config, tf_config)
+    if n_train < config.batch_size * n:
         raise datasets.DatasetError(
             f"{n_train} training examples are fewer than one step's global batch of "
-            f"{config.batch_size * replicas} (batch_size {config.batch_size} x {replicas} "
-            f"replica{'s' if replicas != 1 else ''}); lower batch_size"
+            f"{config.batch_size * n} (batch_size {config.batch_size} x {plural(n, 'replica')}). "
+            f"Fix: -e batch_size={max(n_train // n, 1)} or less, or more examples"
         )
-    return tf_config
 
 
 #: Fewest optimizer steps in a whole run (epochs x steps per epoch) below which
@@ -269,16 +296,14 @@ def few_steps(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> 
     Returns:
         The warning, with the steps and the fix, or None.
     """
-    replicas = 1
-    if tf_config is not None and config.strategy == "multi_worker_mirrored":
-        replicas = tf_config.num_workers + len(tf_config.cluster.get("chief", []))
-    batch = config.batch_size * replicas
+    n = replica_count(config, tf_config)
+    batch = config.batch_size * n
     steps = n_train // batch
     if steps * config.epochs >= MIN_RUN_STEPS:
         return None
     # The fixes, each alone: the epochs at this batch, the largest batch at these epochs.
     epochs = -(-MIN_RUN_STEPS // max(steps, 1))
-    per_worker = n_train // -(-MIN_RUN_STEPS // config.epochs) // replicas
+    per_worker = n_train // -(-MIN_RUN_STEPS // config.epochs) // n
     fixes = [f"-e epochs={epochs}"]
     if MIN_SUGGESTED_BATCH <= per_worker < config.batch_size:
         fixes.insert(0, f"-e batch_size={per_worker}")

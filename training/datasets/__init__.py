@@ -22,7 +22,7 @@ import pkgutil
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 from training.datasets._base import (
     DEFAULT_SEED,
@@ -298,16 +298,20 @@ def prepare(
     return write_prepared(plan, settings, cache_dir), True
 
 
-def describe(
-    spec: str, settings: Settings, source: Path | None = None
-) -> tuple[tuple[int, ...], list[str]]:
-    """The input shape and class names dataset ``spec`` would have, without preparing it.
+def describe(spec: str, settings: Settings, source: Path | None = None) -> dict[str, Any]:
+    """What dataset ``spec`` would hold, without preparing it.
 
     The module's plan: its source listed and hashed, nothing decoded. ``train.yml
-    --check`` builds the model for this shape before a dataset is prepared.
+    --check`` builds the model for this shape, and checks the training split
+    against the global batch, before a dataset is prepared.
 
     Returns:
-        (input_shape, class names), e.g. ``((64, 64, 3), ["cat", "dog"])``.
+        The keys of a prepared dataset's ``prepare-data`` output that need no
+        decoding: ``input_shape`` (list of int), ``classes`` (list of str),
+        ``train_examples`` and ``test_examples`` (int), e.g. ``{"input_shape":
+        [64, 64, 3], "classes": ["cat", "dog"], "train_examples": 72,
+        "test_examples": 18}``. The counts are upper bounds: a file that does
+        not decode is found only when the dataset is prepared.
 
     Raises:
         DatasetError: as :func:`prepare` (an unknown spec, bad settings, no dataset).
@@ -315,7 +319,12 @@ def describe(
     module = resolve(spec)
     plan = module.plan(spec, settings, source)
     _check_plan(plan, module)
-    return tuple(plan.input_shape), list(plan.classes)
+    return {
+        "input_shape": list(plan.input_shape),
+        "classes": list(plan.classes),
+        "train_examples": len(plan.train),
+        "test_examples": len(plan.test),
+    }
 
 
 def prepared_id(data_dir: Path | str, dataset: str) -> str:
