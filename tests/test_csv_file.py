@@ -150,6 +150,18 @@ def test_non_numeric_and_non_finite_cells_are_listed_first_five(tmp_path: Path) 
     assert "'x'" not in message and "and 2 more" in message
 
 
+def test_a_label_column_on_a_feature_points_at_the_column_of_words(iris_csv: Path) -> None:
+    message = _refusal(iris_csv, Settings(label_column="petal_width"))
+    assert "line 2, column 'species': 'setosa' is not a finite number" in message
+    assert message.endswith(
+        "Column 'species' holds words in every row: if it holds the class, -e label_column=species"
+    )
+    # Words in some rows only are damaged cells: no hint.
+    assert "holds words" not in _refusal(
+        _write(iris_csv.with_name("some.csv"), "v,label\nabc,a\n1,b\n"), Settings()
+    )
+
+
 def test_an_empty_label_is_refused(tmp_path: Path) -> None:
     message = _refusal(_write(tmp_path / "l.csv", "x,label\n1,a\n2,\n3,b\n"), Settings())
     assert "line 3, column 'label': empty label" in message
@@ -167,8 +179,10 @@ def test_one_class_is_refused(tmp_path: Path) -> None:
     assert "holds one class (a)" in message and "at least 2" in message
 
 
-def test_a_ragged_row_is_refused_naming_its_line(tmp_path: Path) -> None:
-    text = "x,y,label\n1,2,a\n3,4,b\n5,b\n6,7,a,extra\n"
+@pytest.mark.parametrize("delimiter", [",", ";", "\t"])
+def test_a_ragged_row_is_refused_naming_its_line(tmp_path: Path, delimiter: str) -> None:
+    # Among so few lines the short row leaves the sniffer no consistent delimiter.
+    text = "x,y,label\n1,2,a\n3,4,b\n5,b\n6,7,a,extra\n".replace(",", delimiter)
     message = _refusal(_write(tmp_path / "r.csv", text), Settings())
     assert "2 row(s)" in message
     assert "line 4 has 2 cells; line 5 has 4 cells" in message

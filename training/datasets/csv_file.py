@@ -69,14 +69,17 @@ def claims(path: Path) -> bool:
 def sniff_delimiter(text: str) -> str:
     """The delimiter of CSV ``text``: ``,``, ``;`` or tab, by :class:`csv.Sniffer`.
 
-    The sniffer sees the first :data:`SNIFF_LINES` lines; when it cannot
-    decide (one column, or no consistent delimiter) the answer is ``,``.
+    The sniffer sees the first :data:`SNIFF_LINES` lines. When it cannot
+    decide (a short row among few lines makes no delimiter consistent), the
+    header line's most frequent one is the answer, so that the short row is
+    refused by its line; with none of them in the header (one column), ``,``.
     """
-    sample = "".join(text.splitlines(keepends=True)[:SNIFF_LINES])
+    lines = text.splitlines(keepends=True)[:SNIFF_LINES]
     try:
-        return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+        return csv.Sniffer().sniff("".join(lines), delimiters=DELIMITERS).delimiter
     except csv.Error:
-        return ","
+        header = lines[0] if lines else ""
+        return max(DELIMITERS, key=header.count) if any(d in header for d in DELIMITERS) else ","
 
 
 def split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -192,6 +195,7 @@ def _parse(
     x = np.empty((len(rows), len(feature_at)), dtype=np.float64)
     labels: list[str] = []
     bad: list[str] = []
+    text_cells = dict.fromkeys(feature_at, 0)  # per column: cells that are words, not numbers
     for r, (line, cells) in enumerate(rows):
         label = cells[label_at].strip()
         if not label:
@@ -203,15 +207,24 @@ def _parse(
                 value = float(cell)
             except ValueError:
                 value = math.nan
+                text_cells[i] += bool(cell)
             if not math.isfinite(value):
                 what = "empty" if not cell else f"{cell!r} is not a finite number"
                 bad.append(f"line {line}, column {header[i]!r}: {what}")
             x[r, j] = value
     if bad:
+        # A column of words in every row is a class column, not a damaged feature.
+        words = [header[i] for i, n in text_cells.items() if rows and n == len(rows)]
+        hint = (
+            f" Column {words[0]!r} holds words in every row: if it holds the class, "
+            f"-e label_column={words[0]}"
+            if words
+            else ""
+        )
         raise DatasetError(
             f"{path}: {len(bad)} cell(s) cannot be used: {_listing(bad)}. Fix: every cell of "
             f"a feature column must be a finite number and every {label_column!r} cell a "
-            "class; fill in or correct those cells, or remove their rows"
+            f"class; fill in or correct those cells, or remove their rows.{hint}"
         )
     return x, labels
 
