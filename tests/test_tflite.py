@@ -257,9 +257,10 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
     pre = {"feature_columns": ["hum", "temp"], "mean": [60.0, 21.0], "std": [10.0, 1.0]}
     for delimiter in (",", ";", "\t"):  # whatever the training CSV's delimiter was
         rows = tmp_path / "readings.csv"
-        rows.write_text("temp,label,hum\n20,a,50\n21,b,\n22,c,70\n23,d,x\n".replace(",", delimiter))
+        text = "temp,label,hum\n20,a,50\n21,b,\n22,c,70\n23,d,x\n24,e\n"
+        rows.write_text(text.replace(",", delimiter))
         got = dict(csv_inputs(rows, pre))
-        assert list(got) == [f"readings.csv:{line}" for line in (2, 3, 4, 5)]
+        assert list(got) == [f"readings.csv:{line}" for line in (2, 3, 4, 5, 6)]
         np.testing.assert_allclose(got["readings.csv:2"], [-1.0, -1.0])
         np.testing.assert_allclose(got["readings.csv:4"], [1.0, 1.0])
         assert isinstance(got["readings.csv:3"], PredictError)
@@ -268,6 +269,10 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
         )
         assert str(got["readings.csv:5"]).endswith(
             "'x' is not a finite number; fix: put a number there"
+        )
+        assert str(got["readings.csv:6"]) == (
+            f"{rows} line 6: fewer cells than the header's 3, none for hum; fix: one cell per "
+            "column (quote a value that holds the delimiter)"
         )
 
     rows.write_text("temp,humidity\n20,50\n")

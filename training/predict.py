@@ -222,6 +222,12 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
             )
         for line, row in enumerate(reader, start=2):
             name = f"{path.name}:{line}"
+            short = [c for c in columns if row[c] is None]  # DictReader's fill for a short row
+            if short:
+                cells = f"fewer cells than the header's {len(header)}, none for {', '.join(short)}"
+                fix = "one cell per column (quote a value that holds the delimiter)"
+                yield name, PredictError(f"{path} line {line}: {cells}; fix: {fix}")
+                continue
             try:
                 values = [_number(row[c], f"{path} line {line}, column {c}") for c in columns]
             except PredictError as e:
@@ -233,7 +239,7 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
 def _number(cell: str | None, where: str) -> float:
     """The finite number in CSV ``cell``; PredictError naming ``where`` otherwise."""
     try:
-        v = float(cell)  # type: ignore[arg-type]  # None (a short row) is refused below
+        v = float(cell)  # type: ignore[arg-type]  # None: refused below
     except (TypeError, ValueError):
         v = math.nan
     if not math.isfinite(v):
