@@ -216,6 +216,35 @@ def test_predict_refuses_inputs_of_another_kind_once_naming_the_model(
     assert "predict.yml: -e run=<its id>" in done.stderr
 
 
+def test_a_run_predict_cannot_use_is_refused_with_why_and_the_newest_usable(tmp_path):
+    from training.predict import PredictError, check_run
+
+    runs = tmp_path / "runs"
+    usable = runs / "20261207T040000Z-pi_mobilenet-mwms"
+    usable.mkdir(parents=True)
+    for name in ("run.json", "model.tflite"):
+        (usable / name).write_text("{}")
+    (usable / "preprocessing.json").write_text('{"kind": "image_folder"}')
+    check_run(usable, runs, "images")
+    # A script run exports no TFLite model: follow.yml would not help.
+    script = runs / "scripted"
+    script.mkdir()
+    (script / "run.json").write_text('{"script": "/home/pi/train_my_model.py"}')
+    (script / "model.keras").write_text("")
+    with pytest.raises(PredictError) as err:
+        check_run(script, runs, "images")
+    assert str(err.value) == (
+        f"{script} has no model.tflite and preprocessing.json: it is a run of the script "
+        "/home/pi/train_my_model.py, and script runs export no TFLite model (the script saves "
+        f"its own). Fix: give -e run=<a run of {runs} that train.yml finished with raspi-tf's "
+        f"training> (it exports model.tflite), e.g. one of the newest: {usable.name}, its id or "
+        "its folder."
+    )
+    # For CSV rows no run fits: say that train.yml makes one.
+    with pytest.raises(PredictError, match=r"nosuch\. Fix: .* \(there is none yet: train\.yml"):
+        check_run(runs / "nosuch", runs, "csv")
+
+
 def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     exported: dict, run: tuple[Path, Path], tmp_path
 ):

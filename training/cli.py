@@ -493,6 +493,13 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument(
         "--takes", choices=("csv", "images"), help="only runs whose model takes this input"
     )
+    runs.add_argument(
+        "--check",
+        metavar="RUN_DIR",
+        type=Path,
+        help="print nothing and exit 0 if RUN_DIR holds a TFLite model and its preprocessing; "
+        "else say why, with the fix and the newest runs that do, and exit 2",
+    )
 
     summary = sub.add_parser(
         "summary", help="print the summary of a finished run, as train.yml ends with it"
@@ -969,6 +976,15 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "runs":
         from training.status import newest_runs
 
+        if args.check is not None:
+            from training.predict import PredictError, check_run
+
+            try:
+                check_run(args.check, args.runs_dir, args.takes or "images")
+            except PredictError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            return 0
         print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having, args.takes)))
         return 0
     if args.command == "summary":

@@ -332,6 +332,68 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
         )
 
 
+def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
+    """Refuse a run whose folder predict.yml cannot classify with, naming the fix.
+
+    A run folder is usable when it holds ``model.tflite`` and
+    ``preprocessing.json``, as train.yml's export writes them on the control
+    node. A refusal names the newest runs of ``runs_dir`` that are usable
+    for ``takes`` (:func:`training.status.newest_runs`), and says why a run
+    has no model: a script run exports none; a run that finished while
+    nothing followed it (its ``model.keras`` is there) is exported by
+    ``follow.yml``.
+
+    Args:
+        run_dir: the run's folder on the control node.
+        runs_dir: the folder of runs (``predict_runs_dir``).
+        takes: ``images`` or ``csv``, the input predict.yml was given.
+
+    Raises:
+        PredictError: no such folder, or a folder without those files.
+    """
+    from training.status import newest_runs
+
+    def newest() -> str:
+        ids = newest_runs(runs_dir, 3, "model.tflite", takes)
+        return (
+            f", e.g. one of the newest: {', '.join(ids)}"
+            if ids
+            else (" (there is none yet: train.yml makes one)")
+        )
+
+    if not run_dir.exists():
+        raise PredictError(
+            f"There is no run {run_dir}. Fix: give -e run=<the id of a run of {runs_dir}>"
+            f"{newest()}, or its folder."
+        )
+    missing = [
+        name for name in ("model.tflite", "preprocessing.json") if not (run_dir / name).is_file()
+    ]
+    if not missing:
+        return
+    try:
+        script = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("script", "")
+    except (OSError, ValueError, AttributeError):
+        script = ""
+    why = (
+        f": it is a run of the script {script}, and script runs export no TFLite model (the "
+        "script saves its own)"
+        if script
+        else ""
+    )
+    follow = (
+        f"ansible-playbook follow.yml -e run={run_dir.resolve().name} exports the model of a run "
+        "that finished while nothing followed it, or "
+        if not script and (run_dir / "model.keras").is_file()
+        else ""
+    )
+    raise PredictError(
+        f"{run_dir} has no {' and '.join(missing)}{why}. Fix: {follow}give -e run=<a run of "
+        f"{runs_dir} that train.yml finished with raspi-tf's training> (it exports "
+        f"model.tflite){newest()}, its id or its folder."
+    )
+
+
 def run(args: Any) -> int:
     """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input.
 
