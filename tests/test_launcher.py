@@ -331,6 +331,15 @@ def test_follow_with_a_cursor_reports_every_epoch_once(tmp_path: Path) -> None:
         "tasks": ["a"],
     }
     epochs = [{"event": "epoch", "epoch": i, "loss": 1.0 / i, "accuracy": 0.5} for i in (1, 2)]
+    # A poll with nothing new while the launcher still says starting does not repeat a line.
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "starting"}))
+    progress.write_text(json.dumps(start) + "\n")
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].startswith("training started")
+    assert follow_run(run, wait=0.1, cursor_file=cursor)["line"].endswith(
+        "(no news since the last line)"
+    )
+    (run / launcher.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "state": "running"}))
+    cursor.unlink()
     progress.write_text("".join(json.dumps(e) + "\n" for e in [start, *epochs]))
     lines = follow_run(run, wait=0.1, cursor_file=cursor)["line"].split(LINE_SEPARATOR)
     assert [line.split(":")[0] for line in lines] == ["training started", "epoch 1/3", "epoch 2/3"]

@@ -229,6 +229,9 @@ def follow(
         if current["done"] or current["state"] != first["state"]:
             break
         if snapshot() != before and time.monotonic() >= earliest:
+            # The change may have come after the status above: read it again, or its line
+            # would be the previous poll's (a second "training started", not the first step).
+            current = status(run_dir, unit)
             break
         time.sleep(POLL)
     if cursor_file is not None:
@@ -293,7 +296,7 @@ def _new_lines(run_dir: Path, cursor_file: Path, current: dict[str, Any]) -> str
         elif current["state"] == "running" and nothing_new and events[-1]["event"] == "end":
             # Its "finished: ..." line came with an earlier poll; the outcome is still to come.
             final = "training finished; waiting for the chief to write its results and exit"
-        elif current["state"] == "running" and nothing_new:
+        elif current["state"] in ("running", "starting") and nothing_new:
             final = current["line"] + _quiet_for(events[-1])
         else:
             final = current["line"]
