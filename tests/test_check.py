@@ -367,6 +367,10 @@ def test_a_dataset_not_prepared_yet_is_checked_by_its_count(
     )
     assert main([*argv, "--batch-size", "36"]) == 0
     assert "warning: 72 training examples make 1 step an epoch" in capsys.readouterr().err
+    # A model that cannot take the data is the first thing to fix, before the batch.
+    table = ["--build", "--input-shape", "4", "--num-classes", "3"]
+    assert main([*argv, *table]) == 2
+    assert "pi_mobilenet cannot take inputs of shape (4,)" in capsys.readouterr().err
     # A parameter server reads no data; alone, one process is one replica.
     monkeypatch.setenv(
         "TF_CONFIG",

@@ -619,6 +619,70 @@ def _image_size(text: str) -> tuple[int, int]:
     return (sizes[0], sizes[-1])
 
 
+def _check(args: argparse.Namespace) -> int:
+    """``check``: what a task refuses before TensorFlow starts; 0, or a user error raised.
+
+    In the order a user fixes them: settings and TF_CONFIG, the staged
+    dataset (or, with ``--no-data``, the model's name), the task's address,
+    the model against the dataset's shape (``--build``), then the training
+    split against the global batch. Warnings go to stderr as ``warning: ``
+    lines.
+    """
+    from training.train import check, check_global_batch, few_steps, oversubscribed
+
+    if args.tf_config_file:
+        try:
+            os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
+        except OSError as err:
+            raise TrainError(f"cannot read --tf-config-file: {err}") from None
+    config = _config(args)
+    manifest = None
+    n_train = None  # examples in the training split, when known and read by this task
+    warnings = []
+    if args.no_data:
+        tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
+        if args.script:
+            from training.script import check_script, split_args
+
+            check_script(Path(args.script))
+            split_args(args.script_args)
+        else:
+            models.get(args.model)
+            n_train = args.train_examples
+    else:
+        tf_config = check(config, global_batch=False)
+        warnings.append(oversubscribed(config, tf_config))
+        if tf_config is None or tf_config.task.type != "ps":
+            manifest = datasets.read_manifest(
+                config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
+            )
+            n_train = manifest.train.examples
+    if tf_config is not None and tf_config.task.type == "ps":
+        n_train = None  # a ps holds variables and reads no data
+    if args.own_address and tf_config is not None and tf_config.task.host:
+        check_own_address(tf_config.task.host)
+    if args.build:
+        from training.models._common import DEFAULT_INPUT_SHAPE, DEFAULT_NUM_CLASSES
+
+        # Without the dataset (--no-data): the shape given, else a model's build default.
+        models.check_model(
+            config.model,
+            manifest.input_shape if manifest else args.input_shape or DEFAULT_INPUT_SHAPE,
+            len(manifest.classes) if manifest else args.num_classes or DEFAULT_NUM_CLASSES,
+            config.learning_rate or models.learning_rate(config.model),
+            models.resolve_steps_per_execution(
+                config.model, config.steps_per_execution, config.strategy
+            ),
+        )
+    if n_train is not None:
+        check_global_batch(config, tf_config, n_train)
+        if not config.script:  # a script's steps are its own
+            warnings.append(few_steps(config, tf_config, n_train))
+    for warning in filter(None, warnings):
+        print(f"warning: {warning}", file=sys.stderr)
+    return 0
+
+
 def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
     """``prepare-data``: the dataset prepared, or found, as one JSON object.
 
@@ -788,59 +852,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             )
         return 0
     if args.command == "check":
-        from training.train import check, check_global_batch, few_steps, oversubscribed
-
-        if args.tf_config_file:
-            try:
-                os.environ["TF_CONFIG"] = args.tf_config_file.read_text(encoding="utf-8")
-            except OSError as err:
-                raise TrainError(f"cannot read --tf-config-file: {err}") from None
-        config = _config(args)
-        manifest = None
-        if args.no_data:
-            tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
-            if args.script:
-                from training.script import check_script, split_args
-
-                check_script(Path(args.script))
-                split_args(args.script_args)
-            else:
-                models.get(args.model)
-                reads_data = tf_config is None or tf_config.task.type != "ps"
-                if args.train_examples is not None and reads_data:
-                    check_global_batch(config, tf_config, args.train_examples)
-                    warning = few_steps(config, tf_config, args.train_examples)
-                    if warning:
-                        print(f"warning: {warning}", file=sys.stderr)
-        else:
-            tf_config = check(config)
-            warnings = [oversubscribed(config, tf_config)]
-            if tf_config is None or tf_config.task.type != "ps":  # a ps reads no data
-                manifest = datasets.read_manifest(
-                    config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
-                )
-                if not config.script:  # a script's steps are its own
-                    warnings.append(few_steps(config, tf_config, manifest.train.examples))
-            for warning in filter(None, warnings):
-                print(f"warning: {warning}", file=sys.stderr)
-        if args.own_address:
-            tf_config = parse_tf_config(os.environ.get("TF_CONFIG"), args.strategy)
-            if tf_config is not None and tf_config.task.host:
-                check_own_address(tf_config.task.host)
-        if args.build:
-            from training.models._common import DEFAULT_INPUT_SHAPE, DEFAULT_NUM_CLASSES
-
-            # Without the dataset (--no-data): the shape given, else a model's build default.
-            models.check_model(
-                config.model,
-                manifest.input_shape if manifest else args.input_shape or DEFAULT_INPUT_SHAPE,
-                len(manifest.classes) if manifest else args.num_classes or DEFAULT_NUM_CLASSES,
-                config.learning_rate or models.learning_rate(config.model),
-                models.resolve_steps_per_execution(
-                    config.model, config.steps_per_execution, config.strategy
-                ),
-            )
-        return 0
+        return _check(args)
     if args.command == "prepare-data":
         print(json.dumps(_prepare_data(args)))
         return 0

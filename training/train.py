@@ -144,8 +144,14 @@ class DivergedError(TrainError):
     """The loss became NaN or infinite: the task exits with ``DIVERGED_EXIT``, not restarted."""
 
 
-def check(config: TrainConfig) -> TFConfig | None:
+def check(config: TrainConfig, global_batch: bool = True) -> TFConfig | None:
     """Validate everything that can be checked without TensorFlow.
+
+    Args:
+        config: the task's settings.
+        global_batch: also refuse a training split smaller than one global
+            batch (:func:`check_global_batch`); ``python -m training check``
+            does that after building the model, whose mismatch comes first.
 
     Returns:
         The parsed TF_CONFIG, or None when the task trains alone.
@@ -230,7 +236,8 @@ def check(config: TrainConfig) -> TFConfig | None:
         config.data_dir, datasets.prepared_id(config.data_dir, config.dataset)
     )
     datasets.verify_files(manifest, task_shards(manifest, config.strategy, tf_config))
-    check_global_batch(config, tf_config, manifest.train.examples)
+    if global_batch:
+        check_global_batch(config, tf_config, manifest.train.examples)
     return tf_config
 
 
