@@ -80,7 +80,7 @@ def test_check_mode_builds_the_model_for_a_folder_not_prepared_yet(
     passed = train(work, runs, *photos, "-e", "model=pi_mobilenet")
     assert passed.endswith("rc=0"), passed[-2000:]
     assert "Check mode: every check passed; a run would train pi_mobilenet" in passed
-    assert "The dataset is not prepared yet: its examples were counted, not decoded." in passed
+    assert "The dataset is not prepared yet: its images were counted, not decoded." in passed
     assert not (work / "datasets").exists() and not runs.exists()
 
 
