@@ -186,6 +186,11 @@ def test_a_ragged_row_is_refused_naming_its_line(tmp_path: Path, delimiter: str)
     message = _refusal(_write(tmp_path / "r.csv", text), Settings())
     assert "2 row(s)" in message
     assert "line 4 has 2 cells; line 5 has 4 cells" in message
+    # The other rows' bad cells come in the same refusal, not after the rows are fixed.
+    text = text.replace(f"3{delimiter}4", f"3{delimiter}")
+    message = _refusal(_write(tmp_path / "r.csv", text), Settings())
+    assert "(quote a value that holds the delimiter). Also, 1 cell(s) cannot be used: " in message
+    assert "line 3, column 'y': empty" in message
 
 
 @pytest.mark.parametrize(

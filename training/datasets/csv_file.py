@@ -178,18 +178,21 @@ def _parse(
     """The float64 features (n, n_features) and the raw label of every row.
 
     Raises:
-        DatasetError: ragged rows (listed by line), else cells that are not
-            finite numbers or empty labels (listed by line and column).
+        DatasetError: ragged rows (listed by line), and cells of the other rows
+            that are not finite numbers or empty labels (listed by line and
+            column), in one message.
     """
     ragged = [
         f"line {line} has {len(cells)} cells" for line, cells in rows if len(cells) != len(header)
     ]
+    problems = []  # each with its fix, all in one refusal
     if ragged:
-        raise DatasetError(
-            f"{path}: {len(ragged)} row(s) do not have the header's {len(header)} cells: "
+        problems.append(
+            f"{len(ragged)} row(s) do not have the header's {len(header)} cells: "
             f"{_listing(ragged)}. Fix: one cell per column in every row (quote a value that "
-            "holds the delimiter)"
+            "holds the delimiter)."
         )
+        rows = [(line, cells) for line, cells in rows if len(cells) == len(header)]
     label_at = header.index(label_column)
     feature_at = [i for i in range(len(header)) if i != label_at]
     x = np.empty((len(rows), len(feature_at)), dtype=np.float64)
@@ -221,11 +224,13 @@ def _parse(
             if words
             else ""
         )
-        raise DatasetError(
-            f"{path}: {len(bad)} cell(s) cannot be used: {_listing(bad)}. Fix: every cell of "
-            f"a feature column must be a finite number and every {label_column!r} cell a "
-            f"class; fill in or correct those cells, or remove their rows.{hint}"
+        problems.append(
+            f"{len(bad)} cell(s) cannot be used: {_listing(bad)}. Fix: every cell of a feature "
+            f"column must be a finite number and every {label_column!r} cell a class; fill in "
+            f"or correct those cells, or remove their rows.{hint}"
         )
+    if problems:
+        raise DatasetError(f"{path}: {' Also, '.join(problems)}")
     return x, labels
 
 
