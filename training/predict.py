@@ -236,14 +236,14 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
             yield name, (np.asarray(values, np.float32) - mean) / std
 
 
-def _number(cell: str | None, where: str) -> float:
+def _number(cell: str, where: str) -> float:
     """The finite number in CSV ``cell``; PredictError naming ``where`` otherwise."""
     try:
-        v = float(cell)  # type: ignore[arg-type]  # None: refused below
-    except (TypeError, ValueError):
+        v = float(cell)
+    except ValueError:
         v = math.nan
     if not math.isfinite(v):
-        what = "empty" if not (cell or "").strip() else f"{cell!r} is not a finite number"
+        what = "empty" if not cell.strip() else f"{cell!r} is not a finite number"
         raise PredictError(f"{where}: {what}; fix: put a number there")
     return v
 
