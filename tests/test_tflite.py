@@ -307,3 +307,6 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
     rows.write_text("temp,humidity\n20,50\n")
     with pytest.raises(PredictError, match=r"has no column hum \(its header: 'temp', 'humidity'\)"):
         list(csv_inputs(rows, pre))
+    for missing, where in ((tmp_path / "readngs.csv", "does not exist"), (tmp_path, "is a folder")):
+        with pytest.raises(PredictError, match=f"{missing} {where}; fix: give a CSV file"):
+            list(csv_inputs(missing, pre))

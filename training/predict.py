@@ -201,10 +201,14 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     after it go on.
 
     Raises:
-        PredictError: a feature column is missing from the header.
+        PredictError: the file does not exist, or a feature column is missing
+            from its header.
     """
     import numpy as np
 
+    if not path.is_file():
+        where = "is a folder" if path.is_dir() else "does not exist"
+        raise PredictError(f"{path} {where}; fix: give a CSV file with the model's columns")
     columns = list(preprocessing["feature_columns"])
     mean = np.asarray(preprocessing["mean"], np.float32)
     std = np.asarray(preprocessing["std"], np.float32)
