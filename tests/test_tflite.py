@@ -256,6 +256,11 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"model of run {out.name}:" in done.stdout
     assert "1 input with model.tflite" in done.stdout
+    # --check loads no model: it says what would be classified.
+    done = run_playbook("predict.yml", "--check", *given, "-e", f"run={out.name}", timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"would classify 1 image of {tmp_path}" in done.stdout
+    assert "with model.tflite" not in done.stdout
 
     done = run_playbook("predict.yml", *given, "-e", "run=nosuch", timeout=300)
     assert done.returncode != 0
@@ -310,3 +315,22 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
     for missing, where in ((tmp_path / "readngs.csv", "does not exist"), (tmp_path, "is a folder")):
         with pytest.raises(PredictError, match=f"{missing} {where}; fix: give a CSV file"):
             list(csv_inputs(missing, pre))
+
+
+def test_check_mode_says_what_would_be_classified_and_refuses_what_predict_would(tmp_path):
+    from training.predict import PredictError, check_inputs
+
+    pre = {"kind": "csv", "feature_columns": ["hum"], "mean": [60.0], "std": [10.0]}
+    rows = tmp_path / "readings.csv"
+    rows.write_text("hum\n50\nx\n70\n")
+    assert check_inputs(pre, "r1", csv_file=rows) == (
+        f"would classify 3 rows of {rows}; 1 cannot be read, the first: {rows} line 3, "
+        "column hum: 'x' is not a finite number; fix: put a number there"
+    )
+    with pytest.raises(PredictError, match="the model of run r1 takes CSV rows, not images"):
+        check_inputs(pre, "r1", images=tmp_path)
+    images = {"kind": "image_folder", "classes": ["a", "b"]}
+    cv2.imwrite(str(tmp_path / "a.JPG"), np.zeros((8, 8, 3), np.uint8))
+    (tmp_path / "notes.txt").write_text("not an image")
+    assert check_inputs(images, "r1", images=tmp_path) == f"would classify 1 image of {tmp_path}"
+    assert check_inputs(images, "r1", camera=0, frames=5) == "would classify 5 frames of camera 0"

@@ -481,6 +481,15 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--frames", type=int, default=1, help="camera frames to classify")
     predict.add_argument("--top", type=int, default=3, help="classes to print an input")
     predict.add_argument("--threads", type=int, help="interpreter threads (default: all cores)")
+    predict.add_argument(
+        "--check",
+        action="store_true",
+        help="load no model: say what would be classified, refusing what predict would refuse",
+    )
+    predict.add_argument(
+        "--preprocessing",
+        help="with --check: the run's preprocessing.json as JSON text, when --model is not here",
+    )
 
     runs = sub.add_parser("runs", help="the ids of the newest runs of a runs folder, as JSON")
     runs.add_argument("--runs-dir", required=True, type=Path, help="the folder of runs")
@@ -984,6 +993,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not (args.images or args.csv or args.camera is not None):
             print("predict: give --images, --csv or --camera", file=sys.stderr)
             return 2
+        if args.check:
+            return predicting.run_check(args)
         return predicting.run(args)
     if args.command == "runs":
         from training.status import newest_runs

@@ -322,8 +322,13 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
         PredictError: images (``images``) for a model of CSV rows, or a CSV
             file (``rows``) for a model of images.
     """
-    takes_rows = model.preprocessing.get("kind") == "csv"
-    folder = model.path.parent
+    _check_kind(model.preprocessing, model.path.parent, images=images, rows=rows)
+
+
+def _check_kind(
+    preprocessing: dict[str, Any], folder: Path | str, *, images: bool, rows: Path | None
+) -> None:
+    takes_rows = preprocessing.get("kind") == "csv"
     if images and takes_rows:
         raise PredictError(
             f"the model of {folder} takes CSV rows, not images; fix: give a .csv, or the model "
@@ -334,6 +339,57 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
             f"the model of {folder} takes images, not CSV rows ({rows}); fix: give images, or "
             "the model of a run trained on a CSV file (predict.yml: -e run=<its id>)"
         )
+
+
+def check_inputs(
+    preprocessing: dict[str, Any],
+    run: str,
+    *,
+    images: Path | None = None,
+    csv_file: Path | None = None,
+    camera: int | str | None = None,
+    frames: int = 1,
+) -> str:
+    """What :func:`predict` would classify, without the model: ``predict.yml --check``'s line.
+
+    Images are found, not decoded; a CSV file's rows are read and checked as
+    :func:`csv_inputs` reads them; a camera is not opened.
+
+    Args:
+        preprocessing: the run's ``preprocessing.json``, as a dict.
+        run: the run's name, for the messages.
+        images: an image file or a folder of them, as :func:`predict` takes it.
+        csv_file: a CSV file of the model's feature columns.
+        camera: a camera's index or device path; not opened.
+        frames: camera frames that would be classified.
+
+    Returns:
+        One line, e.g. ``"would classify 24 images of /home/pi/photos"``, or
+        for a CSV file with rows it cannot use, ``"would classify 98 rows of
+        /home/pi/readings.csv; 2 cannot be read: <the first's reason>"``.
+
+    Raises:
+        PredictError: inputs of another kind than the model's, a path that
+            does not exist or holds no image, a CSV header without the model's
+            columns; each names the path and the fix.
+    """
+    _check_kind(
+        preprocessing, f"run {run}", images=images is not None or camera is not None, rows=csv_file
+    )
+    if images is not None:
+        return f"would classify {plural(len(image_files(images)), 'image')} of {images}"
+    if csv_file is not None:
+        errors = []
+        rows = 0
+        for _, x in csv_inputs(csv_file, preprocessing):
+            rows += 1
+            if isinstance(x, PredictError):
+                errors.append(str(x))
+        line = f"would classify {plural(rows, 'row')} of {csv_file}"
+        if errors:
+            line += f"; {len(errors)} cannot be read, the first: {errors[0]}"
+        return line
+    return f"would classify {plural(frames, 'frame')} of camera {camera}"
 
 
 def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
@@ -396,6 +452,41 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
         f"{runs_dir} that train.yml finished with raspi-tf's training> (it exports "
         f"model.tflite){newest()}, its id or its folder."
     )
+
+
+def run_check(args: Any) -> int:
+    """``python -m training predict --check``: print :func:`check_inputs`'s line; 0, or 2.
+
+    The preprocessing is ``--preprocessing``'s JSON text, else ``--model``'s
+    ``preprocessing.json``: in check mode predict.yml has copied no model to
+    a node.
+    """
+    import sys
+
+    model = Path(args.model)
+    folder = model.parent if model.suffix == ".tflite" else model
+    try:
+        if args.preprocessing:
+            preprocessing = json.loads(args.preprocessing)
+        else:
+            pre = folder / PREPROCESSING_FILE
+            if not pre.is_file():
+                raise PredictError(f"{pre} is missing; fix: give the folder of a run")
+            preprocessing = json.loads(pre.read_text(encoding="utf-8"))
+        print(
+            check_inputs(
+                preprocessing,
+                folder.resolve().name,
+                images=Path(args.images) if args.images else None,
+                csv_file=Path(args.csv) if args.csv else None,
+                camera=args.camera,
+                frames=args.frames,
+            )
+        )
+    except PredictError as e:
+        print(f"predict: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def run(args: Any) -> int:
