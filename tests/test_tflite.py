@@ -312,6 +312,17 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
     rows.write_text("temp,humidity\n20,50\n")
     with pytest.raises(PredictError, match=r"has no column hum \(its header: 'temp', 'humidity'\)"):
         list(csv_inputs(rows, pre))
+    # A decimal comma makes a row longer than the header: refused, not read shifted.
+    rows.write_text("\ufefftemp,hum\n20,50\n5,1,50\n")  # a byte-order mark, as training takes
+    got = dict(csv_inputs(rows, pre))
+    np.testing.assert_allclose(got["readings.csv:2"], [-1.0, -1.0])
+    assert str(got["readings.csv:3"]) == (
+        f"{rows} line 3: more cells than the header's 2; fix: one cell per column (quote a "
+        "value that holds the delimiter)"
+    )
+    rows.write_text("temp,hum\n")
+    with pytest.raises(PredictError, match="has a header and no row; fix: give rows under its"):
+        list(csv_inputs(rows, pre))
     for missing, where in ((tmp_path / "readngs.csv", "does not exist"), (tmp_path, "is a folder")):
         with pytest.raises(PredictError, match=f"{missing} {where}; fix: give a CSV file"):
             list(csv_inputs(missing, pre))

@@ -201,8 +201,8 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     after it go on.
 
     Raises:
-        PredictError: the file does not exist, or a feature column is missing
-            from its header.
+        PredictError: the file does not exist, a feature column is missing
+            from its header, or it has no row under the header.
     """
     import numpy as np
 
@@ -212,7 +212,7 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
     columns = list(preprocessing["feature_columns"])
     mean = np.asarray(preprocessing["mean"], np.float32)
     std = np.asarray(preprocessing["std"], np.float32)
-    with path.open(newline="", encoding="utf-8") as f:
+    with path.open(newline="", encoding="utf-8-sig") as f:  # a byte-order mark, as training
         delimiter = sniff_delimiter("".join(itertools.islice(f, SNIFF_LINES)))
         f.seek(0)
         reader = csv.DictReader(f, delimiter=delimiter)
@@ -224,12 +224,19 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
                 f"{', '.join(map(repr, header[:8]))}{', ...' if len(header) > 8 else ''}); "
                 f"fix: give the columns the model was trained on: {', '.join(columns)}"
             )
-        for line, row in enumerate(reader, start=2):
+        fix = "one cell per column (quote a value that holds the delimiter)"
+        line = 1
+        for row in reader:
+            line = reader.line_num  # a blank line is skipped, as training skips it
             name = f"{path.name}:{line}"
             short = [c for c in columns if row[c] is None]  # DictReader's fill for a short row
             if short:
                 cells = f"fewer cells than the header's {len(header)}, none for {', '.join(short)}"
-                fix = "one cell per column (quote a value that holds the delimiter)"
+                yield name, PredictError(f"{path} line {line}: {cells}; fix: {fix}")
+                continue
+            if row.get(None):  # DictReader's key for the cells past the header's last
+                # A decimal comma (5,1 for 5.1) shifts every cell after it: refused, as training.
+                cells = f"more cells than the header's {len(header)}"
                 yield name, PredictError(f"{path} line {line}: {cells}; fix: {fix}")
                 continue
             try:
@@ -238,6 +245,8 @@ def csv_inputs(path: Path, preprocessing: dict[str, Any]) -> Iterator[tuple[str,
                 yield name, e
                 continue
             yield name, (np.asarray(values, np.float32) - mean) / std
+        if line == 1:
+            raise PredictError(f"{path} has a header and no row; fix: give rows under its header")
 
 
 def _number(cell: str, where: str) -> float:
