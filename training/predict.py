@@ -373,9 +373,10 @@ def check_inputs(
         frames: camera frames that would be classified.
 
     Returns:
-        One line, e.g. ``"would classify 24 images of /home/pi/photos"``, or
-        for a CSV file with rows it cannot use, ``"would classify 98 rows of
-        /home/pi/readings.csv; 2 cannot be read: <the first's reason>"``.
+        One line, e.g. ``"would classify 24 images of /home/pi/photos (found,
+        not decoded: check mode reads none)"``, or for a CSV file with rows it
+        cannot use, ``"would classify 98 rows of /home/pi/readings.csv; 2 more
+        cannot be read, the first: <its line, column and fix>"``.
 
     Raises:
         PredictError: inputs of another kind than the model's, a path that
@@ -386,17 +387,19 @@ def check_inputs(
         preprocessing, f"run {run}", images=images is not None or camera is not None, rows=csv_file
     )
     if images is not None:
-        return f"would classify {plural(len(image_files(images)), 'image')} of {images}"
+        found = plural(len(image_files(images)), "image")
+        return f"would classify {found} of {images} (found, not decoded: check mode reads none)"
     if csv_file is not None:
         errors = []
         rows = 0
         for _, x in csv_inputs(csv_file, preprocessing):
-            rows += 1
             if isinstance(x, PredictError):
                 errors.append(str(x))
+            else:
+                rows += 1
         line = f"would classify {plural(rows, 'row')} of {csv_file}"
         if errors:
-            line += f"; {len(errors)} cannot be read, the first: {errors[0]}"
+            line += f"; {len(errors)} more cannot be read, the first: {errors[0]}"
         return line
     return f"would classify {plural(frames, 'frame')} of camera {camera}"
 
