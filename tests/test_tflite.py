@@ -262,6 +262,12 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join(done.stdout.split())  # the YAML callback folds a long line
     assert f"would classify 1 image of {tmp_path} (found, not decoded" in text
     assert "with model.tflite" not in text
+    done = run_playbook(
+        "predict.yml", "--check", *given, "-e", f"run={out.name}", "-e", "variant=int9"
+    )
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert "variant 'int9' is not one of float32, dynamic_int8, int8; fix: pick one" in text
 
     done = run_playbook("predict.yml", *given, "-e", "run=nosuch", timeout=300)
     assert done.returncode != 0

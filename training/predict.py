@@ -88,12 +88,8 @@ class Model:
             by_file = {f: v for v, f in VARIANT_FILES.items()}
             path, model_dir = model_dir, model_dir.parent
             variant = by_file.get(path.name, variant)
-        elif variant not in VARIANT_FILES:
-            raise PredictError(
-                f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: pick one"
-            )
         else:
-            path = model_dir / VARIANT_FILES[variant]
+            path = model_dir / variant_file(variant)
         if not model_dir.is_dir():
             raise PredictError(
                 f"{model_dir} is not a folder; fix: give the folder of a run "
@@ -131,6 +127,19 @@ class Model:
         p /= p.sum()
         best = np.argsort(-p)[:top]
         return Prediction(name, [(self.classes[i], float(p[i])) for i in best], ms)
+
+
+def variant_file(variant: str) -> str:
+    """The file name of TFLite ``variant`` (``model-int8.tflite`` for ``int8``).
+
+    Raises:
+        PredictError: ``variant`` is not one of :data:`training.tflite.VARIANT_FILES`.
+    """
+    if variant not in VARIANT_FILES:
+        raise PredictError(
+            f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: pick one"
+        )
+    return VARIANT_FILES[variant]
 
 
 def image_input(path: Path, preprocessing: dict[str, Any]) -> Any:
@@ -471,13 +480,15 @@ def run_check(args: Any) -> int:
 
     The preprocessing is ``--preprocessing``'s JSON text, else ``--model``'s
     ``preprocessing.json``: in check mode predict.yml has copied no model to
-    a node.
+    a node. ``--variant`` is checked by its name only, for the same reason.
     """
     import sys
 
     model = Path(args.model)
     folder = model.parent if model.suffix == ".tflite" else model
     try:
+        if model.suffix != ".tflite":
+            variant_file(args.variant)  # a file's name gives its variant
         if args.preprocessing:
             preprocessing = json.loads(args.preprocessing)
         else:
