@@ -95,23 +95,21 @@ class Model:
                 f"{model_dir} is not a folder; fix: give the folder of a run "
                 "(runs/<id>) or one holding its model*.tflite and preprocessing.json"
             )
-        pre = model_dir / PREPROCESSING_FILE
-        export = (
-            f"export it: python -m training export --run-dir <the run> --data-dir <its datasets> "
-            f"--variants {variant} (train.yml: -e export_int8=true)"
-        )
-        for needed, fix in (
-            (pre, "copy the run's preprocessing.json beside the model"),
-            (path, export if variant != "float32" else "give a run that ended with its model"),
-        ):
-            if not needed.is_file():
-                raise PredictError(f"{needed} is missing; fix: {fix}")
-        preprocessing = json.loads(pre.read_text(encoding="utf-8"))
+        preprocessing = read_preprocessing(model_dir)
+        if not path.is_file():
+            fix = (
+                f"export it: python -m training export --run-dir <the run> --data-dir <its "
+                f"datasets> --variants {variant} (train.yml: -e export_int8=true)"
+                if variant != "float32"
+                else "give a run that ended with its model"
+            )
+            raise PredictError(f"{path} is missing; fix: {fix}")
         runner = Runner.load(path, threads)
         shape = tuple(int(d) for d in preprocessing["input_shape"])
         if runner.input_shape != shape:
             raise PredictError(
-                f"{path} takes inputs of shape {runner.input_shape} but {pre} makes {shape}; "
+                f"{path} takes inputs of shape {runner.input_shape} but "
+                f"{model_dir / PREPROCESSING_FILE} makes {shape}; "
                 "fix: use the model and preprocessing.json of the same run"
             )
         return cls(runner, preprocessing, path)
@@ -127,6 +125,20 @@ class Model:
         p /= p.sum()
         best = np.argsort(-p)[:top]
         return Prediction(name, [(self.classes[i], float(p[i])) for i in best], ms)
+
+
+def read_preprocessing(model_dir: Path) -> dict[str, Any]:
+    """The ``preprocessing.json`` of ``model_dir``, a run's folder or a copy of its model's.
+
+    Raises:
+        PredictError: the file is not there, naming it and the fix.
+    """
+    pre = model_dir / PREPROCESSING_FILE
+    if not pre.is_file():
+        raise PredictError(
+            f"{pre} is missing; fix: copy the run's preprocessing.json beside the model"
+        )
+    return dict(json.loads(pre.read_text(encoding="utf-8")))
 
 
 def variant_file(variant: str) -> str:
@@ -485,17 +497,15 @@ def run_check(args: Any) -> int:
     import sys
 
     model = Path(args.model)
-    folder = model.parent if model.suffix == ".tflite" else model
+    by_file = model.suffix == ".tflite"  # the file's name gives its variant
+    folder = model.parent if by_file else model
     try:
-        if model.suffix != ".tflite":
-            variant_file(args.variant)  # a file's name gives its variant
+        if not by_file:
+            variant_file(args.variant)
         if args.preprocessing:
             preprocessing = json.loads(args.preprocessing)
         else:
-            pre = folder / PREPROCESSING_FILE
-            if not pre.is_file():
-                raise PredictError(f"{pre} is missing; fix: give the folder of a run")
-            preprocessing = json.loads(pre.read_text(encoding="utf-8"))
+            preprocessing = read_preprocessing(folder)
         print(
             check_inputs(
                 preprocessing,
