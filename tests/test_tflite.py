@@ -243,6 +243,13 @@ def test_a_run_predict_cannot_use_is_refused_with_why_and_the_newest_usable(tmp_
     # For CSV rows no run fits: say that train.yml makes one.
     with pytest.raises(PredictError, match=r"nosuch\. Fix: .* \(there is none yet: train\.yml"):
         check_run(runs / "nosuch", runs, "csv")
+    # -e run= (empty) names the folder of runs: not read as a run without a model.
+    with pytest.raises(PredictError) as err:
+        check_run(Path(f"{runs}/"), runs, "images")
+    assert str(err.value).startswith(
+        f"{runs} is the folder of runs, not a run (was -e run= left empty?). Fix: give -e "
+        f"run=<the id of a run of {runs}>, e.g. one of the newest: {usable.name}, or its folder;"
+    )
 
 
 def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(

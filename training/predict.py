@@ -442,7 +442,8 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
         takes: ``images`` or ``csv``, the input predict.yml was given.
 
     Raises:
-        PredictError: no such folder, or a folder without those files.
+        PredictError: the folder of runs itself (an empty ``-e run=``), no
+            such folder, or a folder without those files.
     """
     from training.status import newest_runs
 
@@ -454,6 +455,12 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
             else (" (there is none yet: train.yml makes one)")
         )
 
+    if run_dir.resolve() == runs_dir.resolve():
+        raise PredictError(
+            f"{run_dir} is the folder of runs, not a run (was -e run= left empty?). Fix: give "
+            f"-e run=<the id of a run of {runs_dir}>{newest()}, or its folder; without -e run, "
+            "predict.yml takes the newest (latest)."
+        )
     if not run_dir.exists():
         raise PredictError(
             f"There is no run {run_dir}. Fix: give -e run=<the id of a run of {runs_dir}>"
