@@ -298,6 +298,13 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join((done.stdout + done.stderr).split())
     assert "One kind of input at a time: images and csv were given" in text, text[-2000:]
 
+    # A host pattern that matches nothing would skip the play with a warning and exit 0.
+    done = run_playbook("predict.yml", *given, "-e", "predict_hosts=pi1", timeout=300)
+    assert done.returncode != 0
+    text = " ".join((done.stdout + done.stderr).split())
+    assert "-e predict_hosts=pi1 matches no host of the inventory" in text, text[-2000:]
+    assert "(its groups: chief, cluster, local, ps, worker; its hosts: localhost)" in text
+
 
 def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_path):
     from training.predict import PredictError, csv_inputs
