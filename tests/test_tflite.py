@@ -136,6 +136,15 @@ def test_predict_names_what_it_cannot_read(exported: dict, run: tuple[Path, Path
     done = _python("predict", "--model", str(other), "--images", str(tmp_path))
     assert done.returncode == 2
     assert "takes inputs of shape (28, 28)" in done.stderr and "(64, 64, 3)" in done.stderr
+    # Many bad inputs (a CSV written with decimal commas): the first five, then a count.
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(7):
+        (many / f"broken{i}.jpg").write_bytes(b"\xff\xd8\xff\xe0 not a jpeg")
+    done = _python("predict", "--model", str(out), "--images", str(many))
+    assert done.returncode == 2
+    assert done.stderr.count(".jpg: ") == 5
+    assert "predict: 7 inputs could not be read (the first 5 named above)" in done.stderr
 
 
 def test_export_refuses_an_unknown_variant_and_an_unfinished_run(run, tmp_path):

@@ -28,6 +28,9 @@ from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
 from training.progress import plural
 from training.tflite import VARIANT_FILES, ExportError, Runner
 
+#: Unreadable inputs a run of predict names on stderr (its last line counts them all),
+#: as a training dataset's refusal lists them.
+LISTED = 5
 PREPROCESSING_FILE = "preprocessing.json"
 
 
@@ -533,7 +536,8 @@ def run(args: Any) -> int:
     """``python -m training predict``: print a line an input and a summary; 0, or 2 on bad input.
 
     An image that does not decode, or a CSV row with a cell that is no number,
-    is named on stderr and the others are classified; the exit status is then 2.
+    is named on stderr (the first :data:`LISTED`, then a count of them all)
+    and the others are classified; the exit status is then 2.
     """
     import sys
 
@@ -550,8 +554,9 @@ def run(args: Any) -> int:
             top=args.top,
         ):
             if p.error:
-                print(f"predict: {p.error}", file=sys.stderr, flush=True)
                 unreadable += 1
+                if unreadable <= LISTED:
+                    print(f"predict: {p.error}", file=sys.stderr, flush=True)
                 continue
             print(p.line(), flush=True)
             times.append(p.milliseconds)
@@ -565,6 +570,7 @@ def run(args: Any) -> int:
             f"median {median:.1f} ms an input, first {times[0]:.1f} ms"
         )
     if unreadable:
-        print(f"predict: {plural(unreadable, 'input')} could not be read", file=sys.stderr)
+        named = f" (the first {LISTED} named above)" if unreadable > LISTED else ""
+        print(f"predict: {plural(unreadable, 'input')} could not be read{named}", file=sys.stderr)
         return 2
     return 0
