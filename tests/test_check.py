@@ -341,7 +341,7 @@ def test_a_run_of_few_steps_is_warned_with_the_fix() -> None:
     )
     warning = few_steps(TrainConfig(epochs=8, batch_size=64), two, 240)
     assert warning == (
-        "240 training examples make 1 step an epoch at a global batch of 128, 8 in all 8 "
+        "240 training examples make 1 step an epoch at a global batch of 128, 8 in 8 "
         "epochs: too few for the model to learn much. Fix: -e batch_size=9 or -e epochs=100, "
         "for at least 100 steps"
     )
@@ -351,6 +351,31 @@ def test_a_run_of_few_steps_is_warned_with_the_fix() -> None:
     warning = few_steps(TrainConfig(epochs=6, batch_size=16), two, 96)
     assert warning is not None and "Fix: -e epochs=34, for at least 100 steps" in warning
     assert few_steps(TrainConfig(epochs=8, batch_size=64), two, 4000) is None  # mnist_5k: 248
+
+
+def test_a_split_smaller_than_a_global_batch_is_refused_with_a_batch_that_fits() -> None:
+    from training.cluster import parse_tf_config
+    from training.datasets import DatasetError
+    from training.train import TrainConfig, check_global_batch
+
+    two = parse_tf_config(
+        json.dumps(
+            {
+                "cluster": {"worker": ["127.0.0.1:23456", "127.0.0.1:23457"]},
+                "task": {"type": "worker", "index": 0},
+            }
+        )
+    )
+    check_global_batch(TrainConfig(batch_size=1), two, 2)
+    # The least batch a worker can take is 1: no "1 or less", and none below it.
+    for n_train, fix in (
+        (5, "Fix: -e batch_size=2 or less, or more examples"),
+        (3, "Fix: -e batch_size=1, or more examples"),
+        (1, "Fix: more examples (at least 2, one for each replica)"),
+    ):
+        with pytest.raises(DatasetError) as err:
+            check_global_batch(TrainConfig(batch_size=8), two, n_train)
+        assert str(err.value).endswith(f"(batch_size 8 x 2 replicas). {fix}")
 
 
 def test_a_dataset_not_prepared_yet_is_checked_by_its_count(

@@ -270,10 +270,17 @@ def check_global_batch(config: TrainConfig, tf_config: TFConfig | None, n_train:
     """
     n = replica_count(config, tf_config)
     if n_train < config.batch_size * n:
+        # batch_size 1 is the least: with fewer examples than replicas only more examples do.
+        fits = n_train // n
+        fix = (
+            f"-e batch_size={fits}{' or less' if fits > 1 else ''}, or more examples"
+            if fits >= 1
+            else f"more examples (at least {n}, one for each replica)"
+        )
         raise datasets.DatasetError(
             f"{n_train} training examples are fewer than one step's global batch of "
             f"{config.batch_size * n} (batch_size {config.batch_size} x {plural(n, 'replica')}). "
-            f"Fix: -e batch_size={max(n_train // n, 1)} or less, or more examples"
+            f"Fix: {fix}"
         )
 
 
@@ -316,7 +323,7 @@ def few_steps(config: TrainConfig, tf_config: TFConfig | None, n_train: int) -> 
         fixes.insert(0, f"-e batch_size={per_worker}")
     return (
         f"{n_train} training examples make {plural(steps, 'step')} an epoch at a global batch "
-        f"of {batch}, {steps * config.epochs} in all {config.epochs} epochs: too few for the "
+        f"of {batch}, {steps * config.epochs} in {plural(config.epochs, 'epoch')}: too few for the "
         f"model to learn much. Fix: {' or '.join(fixes)}, for at least {MIN_RUN_STEPS} steps"
     )
 
