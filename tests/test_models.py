@@ -563,3 +563,20 @@ def test_a_keras_3_model_file_is_refused_with_the_import_to_use(tmp_path: Path) 
     assert f"{path}: build() returned a keras." in str(err.value)
     assert "not a tf-keras model" in str(err.value)
     assert "Fix: import tf_keras as keras, not import keras" in str(err.value)
+    # The example of docs/extending.md with import keras: compile_model fails inside build().
+    path = tmp_path / "keras3_compiled.py"
+    path.write_text(
+        "import keras\n\n"
+        "from training.models import compile_model\n\n\n"
+        "def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):\n"
+        "    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),\n"
+        "                              keras.layers.Dense(num_classes)])\n"
+        "    return compile_model(model, learning_rate, steps_per_execution)\n"
+    )
+    with pytest.raises(models.ModelError) as err:
+        models.check_model(str(path), (8, 8, 3), 2, 0.001)
+    assert f"{path}: build() failed: " in str(err.value)
+    assert str(err.value).endswith(
+        "The model file uses Keras 3 (keras), which tf-keras' compile_model and training do "
+        "not take. Fix: import tf_keras as keras, not import keras, in the model file"
+    )

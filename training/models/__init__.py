@@ -248,6 +248,19 @@ def _takes(function: Callable[..., Any], parameter: str) -> bool:
     )
 
 
+def _keras_3_name(function: Callable[..., Any]) -> str | None:
+    """The first name of ``function``'s module bound to Keras 3 (``import keras``), or None.
+
+    A module of Keras 3 (``keras``, ``keras.layers``) or an object defined in
+    one (``from keras.layers import Dense``); tf-keras is the package ``tf_keras``.
+    """
+    for name, value in getattr(function, "__globals__", {}).items():
+        module = value.__name__ if inspect.ismodule(value) else getattr(value, "__module__", None)
+        if isinstance(module, str) and (module == "keras" or module.startswith("keras.")):
+            return name
+    return None
+
+
 def build(
     name: str,
     learning_rate: float,
@@ -288,7 +301,17 @@ def build(
     except ModelError as err:
         raise ModelError(f"{where}: {err}") from err
     except Exception as err:
-        raise ModelError(f"{where}: build() failed: {type(err).__name__}: {err}") from err
+        # Keras 3 layers compiled by compile_model (tf-keras) fail with an error about an
+        # optimizer identifier, which names neither Keras 3 nor the fix.
+        keras_3 = _keras_3_name(make)
+        fix = (
+            f". The model file uses Keras 3 ({keras_3}), which tf-keras' compile_model and "
+            "training do not take. Fix: import tf_keras as keras, not import keras, in the "
+            "model file"
+            if keras_3
+            else ""
+        )
+        raise ModelError(f"{where}: build() failed: {type(err).__name__}: {err}{fix}") from err
     if getattr(model, "optimizer", None) is None or not callable(getattr(model, "fit", None)):
         raise ModelError(
             f"{where}: build() returned {type(model).__name__}, not a compiled "
