@@ -162,6 +162,37 @@ def test_a_label_column_on_a_feature_points_at_the_column_of_words(iris_csv: Pat
     )
 
 
+def test_decimal_commas_are_named_as_such_not_as_words(iris_csv: Path) -> None:
+    # A spreadsheet of a decimal-comma locale saves "5,1;3,5;1,4;0,2;setosa".
+    text = iris_csv.read_text().replace(",", ";")
+    for number in ("5.1", "3.5", "1.4", "0.2"):
+        text = text.replace(number, number.replace(".", ","))
+    message = _refusal(_write(iris_csv.with_name("semicolons.csv"), text))
+    assert "line 2, column 'sepal_length': '5,1' is not a finite number (a decimal comma: 5.1)" in (
+        message
+    )
+    assert "holds words" not in message  # no label_column=sepal_length advice
+    assert message.endswith(
+        "cell(s) are numbers with a decimal comma: save the CSV with a decimal point (5.1), as "
+        "Python's float() and training read numbers."
+    )
+
+
+def test_a_label_column_of_decimal_numbers_is_refused_as_a_measurement(iris_csv: Path) -> None:
+    numbers = iris_csv.with_name("measurements.csv")
+    _write(numbers, "".join(line.rsplit(",", 1)[0] + "\n" for line in iris_csv.open()))
+    message = _refusal(numbers, Settings(label_column="petal_width"))
+    assert message == (
+        f"{numbers}: column 'petal_width' (label_column) holds decimal numbers ('0.2' on line 2), "
+        "a measurement rather than a class: each of its 22 distinct values would be a class. "
+        "Fix: -e label_column=<the column that holds the class: one of sepal_length, "
+        "sepal_width, petal_length>; a label is a class name or a whole number"
+    )
+    # Whole numbers written as decimals ("2.0", as pandas writes integers) are classes.
+    plan = csv_file.plan(_write(numbers, "x,label\n1,2.0\n2,1.0\n3,2.0\n4,1.0\n"), Settings())
+    assert plan.classes == ["1.0", "2.0"]
+
+
 def test_an_empty_label_is_refused(tmp_path: Path) -> None:
     message = _refusal(_write(tmp_path / "l.csv", "x,label\n1,a\n2,\n3,b\n"), Settings())
     assert "line 3, column 'label': empty label" in message

@@ -41,6 +41,7 @@ import csv
 import hashlib
 import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,8 @@ DELIMITERS = ",;\t"
 SNIFF_LINES = 20
 #: Bad cells or lines a refusal lists (the count covers all of them).
 LISTED = 5
+#: A number written with a decimal comma (``5,1``), as spreadsheets of many locales save it.
+DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
 def claims(path: Path) -> bool:
@@ -199,6 +202,7 @@ def _parse(
     labels: list[str] = []
     bad: list[str] = []
     text_cells = dict.fromkeys(feature_at, 0)  # per column: cells that are words, not numbers
+    decimal_commas = 0
     for r, (line, cells) in enumerate(rows):
         label = cells[label_at].strip()
         if not label:
@@ -206,13 +210,18 @@ def _parse(
         labels.append(label)
         for j, i in enumerate(feature_at):
             cell = cells[i].strip()
+            comma = False
             try:
                 value = float(cell)
             except ValueError:
                 value = math.nan
-                text_cells[i] += bool(cell)
+                comma = DECIMAL_COMMA.fullmatch(cell) is not None
+                decimal_commas += comma
+                text_cells[i] += bool(cell) and not comma
             if not math.isfinite(value):
                 what = "empty" if not cell else f"{cell!r} is not a finite number"
+                if comma:
+                    what += f" (a decimal comma: {cell.replace(',', '.')})"
                 bad.append(f"line {line}, column {header[i]!r}: {what}")
             x[r, j] = value
     if bad:
@@ -224,6 +233,11 @@ def _parse(
             if words
             else ""
         )
+        if decimal_commas:
+            hint += (
+                f" {decimal_commas} cell(s) are numbers with a decimal comma: save the CSV with "
+                "a decimal point (5.1), as Python's float() and training read numbers."
+            )
         problems.append(
             f"{len(bad)} cell(s) cannot be used: {_listing(bad)}. Fix: every cell of a feature "
             f"column must be a finite number and every {label_column!r} cell a class; fill in "
@@ -232,6 +246,41 @@ def _parse(
     if problems:
         raise DatasetError(f"{path}: {' Also, '.join(problems)}")
     return x, labels
+
+
+def _check_labels(
+    path: Path,
+    header: list[str],
+    rows: list[tuple[int, list[str]]],
+    labels: list[str],
+    label_column: str,
+) -> None:
+    """Refuse a label column of decimal numbers: a measurement, not a class.
+
+    Every label a number and one of them with a fraction (``1.04``) reads as a
+    feature picked by mistake: each distinct value would become a class.
+    Whole numbers, ``3`` or ``3.0``, stay classes.
+
+    Raises:
+        DatasetError: naming the column, the first such line and the fix.
+    """
+    try:
+        values = [float(label) for label in labels]
+    except ValueError:
+        return  # class names
+    fractions = [i for i, v in enumerate(values) if math.isfinite(v) and not v.is_integer()]
+    if not fractions:
+        return
+    line = rows[fractions[0]][0]
+    others = [name for name in header if name != label_column]
+    shown = ", ".join(others[:8]) + (", ..." if len(others) > 8 else "")
+    raise DatasetError(
+        f"{path}: column {label_column!r} (label_column) holds decimal numbers "
+        f"({labels[fractions[0]]!r} on line {line}), a measurement rather than a class: each "
+        f"of its {len(set(labels))} distinct values would be a class. Fix: -e "
+        f"label_column=<the column that holds the class: one of {shown}>; a "
+        "label is a class name or a whole number"
+    )
 
 
 def _classes(labels: list[str]) -> tuple[list[str], np.ndarray]:
@@ -315,6 +364,7 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
     if not rows:
         raise DatasetError(f"{path} has a header and no rows. Fix: one row per example")
     x, raw_labels = _parse(path, header, rows, label_column)
+    _check_labels(path, header, rows, raw_labels, label_column)
     classes, labels = _classes(raw_labels)
     if len(classes) < 2:
         raise DatasetError(
