@@ -350,6 +350,11 @@ def test_a_csv_row_that_is_no_number_is_named_and_the_rows_after_it_go_on(tmp_pa
         f"{rows} line 3: more cells than the header's 2; fix: one cell per column (quote a "
         "value that holds the delimiter)"
     )
+    rows.write_text("temp;hum\n20,5;50\n")  # a decimal comma, with ';' between cells
+    assert str(dict(csv_inputs(rows, pre))["readings.csv:2"]) == (
+        f"{rows} line 2, column temp: '20,5' is not a finite number; fix: write it with a "
+        "decimal point (20.5)"
+    )
     rows.write_text("temp,hum\n")
     with pytest.raises(PredictError, match="has a header and no row; fix: give rows under its"):
         list(csv_inputs(rows, pre))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from training.datasets._base import BadExample
-from training.datasets.csv_file import SNIFF_LINES, sniff_delimiter
+from training.datasets.csv_file import DECIMAL_COMMA, SNIFF_LINES, sniff_delimiter
 from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
 from training.progress import plural
 from training.tflite import VARIANT_FILES, ExportError, Runner
@@ -281,6 +281,9 @@ def _number(cell: str, where: str) -> float:
         v = math.nan
     if not math.isfinite(v):
         what = "empty" if not cell.strip() else f"{cell!r} is not a finite number"
+        if DECIMAL_COMMA.fullmatch(cell.strip()):
+            dot = cell.strip().replace(",", ".")
+            raise PredictError(f"{where}: {what}; fix: write it with a decimal point ({dot})")
         raise PredictError(f"{where}: {what}; fix: put a number there")
     return v
 
