@@ -342,6 +342,11 @@ def test_prepare_again_only_when_an_image_changes(folder: dict[str, Any], tmp_pa
     assert written and not first.skipped
     (root / "notes.txt").write_text("edited\n")
     assert datasets.prepare(str(root), tmp_path / "cache", settings) == (first, False)
+    # Another file that is no image: nothing prepared again, and counted as it is now.
+    (root / "zero" / ".thumbnail").write_text("")
+    again, written = datasets.prepare(str(root), tmp_path / "cache", settings)
+    assert not written and again.id == first.id
+    assert again.ignored_files == first.ignored_files + 1
     cv2.imwrite(str(root / "zero" / "zero_000.png"), digit_image(1, 0))
     second, written = datasets.prepare(str(root), tmp_path / "cache", settings)
     assert written and second.id != first.id and second.digest != first.digest

@@ -16,6 +16,7 @@ Importing this package does no work and imports neither TensorFlow nor OpenCV.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import pkgutil
@@ -262,7 +263,9 @@ def prepare(
             whole prepared copy is there, else ``(None, False)``.
 
     Returns:
-        The manifest and whether it was written now.
+        The manifest and whether it was written now. A manifest prepared
+        before counts the source's files that are not examples as they are
+        now (``ignored_files``), since they do not change its id.
 
     Raises:
         DatasetError: an unknown spec, bad settings (also those of other
@@ -293,8 +296,11 @@ def prepare(
         # Prepared before with skip_bad_images: its files are still unreadable, and
         # leaving them out needs the user's say-so each time, as on the first prepare.
         raise unreadable(plan.source, [(s["file"], s["reason"]) for s in prepared.skipped])
-    if prepared is not None or check_only:
-        return prepared, False
+    if prepared is not None:
+        # Files that are not examples are no part of the id: count them as they are now.
+        return dataclasses.replace(prepared, ignored_files=plan.ignored_files), False
+    if check_only:
+        return None, False
     return write_prepared(plan, settings, cache_dir), True
 
 
