@@ -259,6 +259,22 @@ def test_a_run_predict_cannot_use_is_refused_with_why_and_the_newest_usable(tmp_
         f"{runs} is the folder of runs, not a run (was -e run= left empty?). Fix: give -e "
         f"run=<the id of a run of {runs}>, e.g. one of the newest: {usable.name}, or its folder;"
     )
+    # A model of images given CSV rows: refused on the control node, naming runs of rows.
+    rows_run = runs / "20261207T050000Z-tabular_mlp-mwms"
+    rows_run.mkdir()
+    for name in ("run.json", "model.tflite"):
+        (rows_run / name).write_text("{}")
+    (rows_run / "preprocessing.json").write_text('{"kind": "csv"}')
+    with pytest.raises(PredictError) as err:
+        check_run(usable, runs, "csv")
+    assert str(err.value) == (
+        f"the model of {usable} takes images, not CSV rows. Fix: give -e images=<a file or "
+        f"folder on the node>, or -e run=<a run trained on CSV rows>, e.g. one of the newest: "
+        f"{rows_run.name}, its id or its folder."
+    )
+    with pytest.raises(PredictError, match=r"takes CSV rows, not images\. Fix: give -e csv="):
+        check_run(rows_run, runs, "images")
+    check_run(rows_run, runs, "csv")
 
 
 def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(

@@ -449,7 +449,8 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
 
     Raises:
         PredictError: the folder of runs itself (an empty ``-e run=``), no
-            such folder, or a folder without those files.
+            such folder, a folder without those files, or a model that takes
+            the other kind of input (CSV rows or images) than ``takes``.
     """
     from training.status import newest_runs
 
@@ -476,6 +477,20 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
         name for name in ("model.tflite", "preprocessing.json") if not (run_dir / name).is_file()
     ]
     if not missing:
+        try:
+            takes_rows = read_preprocessing(run_dir).get("kind") == "csv"
+        except (ValueError, AttributeError):
+            return  # a damaged preprocessing.json: predict itself names it
+        if takes_rows != (takes == "csv"):
+            model_takes, given, option = (
+                ("CSV rows", "images", "csv=<a CSV file on the node>")
+                if takes_rows
+                else ("images", "CSV rows", "images=<a file or folder on the node>")
+            )
+            raise PredictError(
+                f"the model of {run_dir} takes {model_takes}, not {given}. Fix: give -e "
+                f"{option}, or -e run=<a run trained on {given}>{newest()}, its id or its folder."
+            )
         return
     try:
         script = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("script", "")
