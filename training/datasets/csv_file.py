@@ -64,6 +64,12 @@ LISTED = 5
 DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
 
+def decimal_point(cell: str) -> str | None:
+    """``cell`` with its decimal comma as a point (``"5,1"`` -> ``"5.1"``), or None."""
+    cell = cell.strip()
+    return cell.replace(",", ".") if DECIMAL_COMMA.fullmatch(cell) else None
+
+
 def claims(path: Path) -> bool:
     """True for a file whose suffix is ``.csv`` in any letter case."""
     return path.is_file() and path.suffix.lower() == ".csv"
@@ -210,18 +216,18 @@ def _parse(
         labels.append(label)
         for j, i in enumerate(feature_at):
             cell = cells[i].strip()
-            comma = False
+            point = None
             try:
                 value = float(cell)
             except ValueError:
                 value = math.nan
-                comma = DECIMAL_COMMA.fullmatch(cell) is not None
-                decimal_commas += comma
-                text_cells[i] += bool(cell) and not comma
+                point = decimal_point(cell)
+                decimal_commas += point is not None
+                text_cells[i] += bool(cell) and point is None
             if not math.isfinite(value):
                 what = "empty" if not cell else f"{cell!r} is not a finite number"
-                if comma:
-                    what += f" (a decimal comma: {cell.replace(',', '.')})"
+                if point is not None:
+                    what += f" (a decimal comma: {point})"
                 bad.append(f"line {line}, column {header[i]!r}: {what}")
             x[r, j] = value
     if bad:
