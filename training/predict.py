@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from training.datasets._base import BadExample
-from training.datasets.csv_file import DECIMAL_COMMA, SNIFF_LINES, sniff_delimiter
+from training.datasets.csv_file import SNIFF_LINES, decimal_point, sniff_delimiter
 from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
 from training.progress import plural
 from training.tflite import VARIANT_FILES, ExportError, Runner
@@ -281,9 +281,9 @@ def _number(cell: str, where: str) -> float:
         v = math.nan
     if not math.isfinite(v):
         what = "empty" if not cell.strip() else f"{cell!r} is not a finite number"
-        if DECIMAL_COMMA.fullmatch(cell.strip()):
-            dot = cell.strip().replace(",", ".")
-            raise PredictError(f"{where}: {what}; fix: write it with a decimal point ({dot})")
+        point = decimal_point(cell)
+        if point is not None:
+            raise PredictError(f"{where}: {what}; fix: write it with a decimal point ({point})")
         raise PredictError(f"{where}: {what}; fix: put a number there")
     return v
 
@@ -361,10 +361,15 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
     _check_kind(model.preprocessing, model.path.parent, images=images, rows=rows)
 
 
+def _takes_rows(preprocessing: dict[str, Any]) -> bool:
+    """Whether the model of ``preprocessing`` classifies CSV rows (else images)."""
+    return bool(preprocessing.get("kind") == "csv")
+
+
 def _check_kind(
     preprocessing: dict[str, Any], folder: Path | str, *, images: bool, rows: Path | None
 ) -> None:
-    takes_rows = preprocessing.get("kind") == "csv"
+    takes_rows = _takes_rows(preprocessing)
     if images and takes_rows:
         raise PredictError(
             f"the model of {folder} takes CSV rows, not images; fix: give a .csv, or the model "
@@ -478,7 +483,7 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
     ]
     if not missing:
         try:
-            takes_rows = read_preprocessing(run_dir).get("kind") == "csv"
+            takes_rows = _takes_rows(read_preprocessing(run_dir))
         except (ValueError, AttributeError):
             return  # a damaged preprocessing.json: predict itself names it
         if takes_rows != (takes == "csv"):
