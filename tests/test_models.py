@@ -549,12 +549,14 @@ def test_check_model_passes_a_model_that_fits(
 
 def test_a_keras_3_model_file_is_refused_with_the_import_to_use(tmp_path: Path) -> None:
     # Keras 3's fit fails under both distribution strategies, after the run has started.
-    path = tmp_path / "keras3_model.py"
-    path.write_text(
-        "import keras\n\n\n"
+    keras_3_build = (
         "def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):\n"
         "    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),\n"
         "                              keras.layers.Dense(num_classes)])\n"
+    )
+    path = tmp_path / "keras3_model.py"
+    path.write_text(
+        f"import keras\n\n\n{keras_3_build}"
         "    model.compile(optimizer='adam', loss='sparse_categorical_crossentropy')\n"
         "    return model\n"
     )
@@ -566,11 +568,7 @@ def test_a_keras_3_model_file_is_refused_with_the_import_to_use(tmp_path: Path) 
     # The example of docs/extending.md with import keras: compile_model fails inside build().
     path = tmp_path / "keras3_compiled.py"
     path.write_text(
-        "import keras\n\n"
-        "from training.models import compile_model\n\n\n"
-        "def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):\n"
-        "    model = keras.Sequential([keras.Input(input_shape), keras.layers.Flatten(),\n"
-        "                              keras.layers.Dense(num_classes)])\n"
+        f"import keras\n\nfrom training.models import compile_model\n\n\n{keras_3_build}"
         "    return compile_model(model, learning_rate, steps_per_execution)\n"
     )
     with pytest.raises(models.ModelError) as err:
