@@ -160,6 +160,9 @@ def cluster(tmp_path: Path) -> Path:
                 "training_data_cache_dir": str(tmp_path / "cache"),
                 "training_data_code_dir": str(tmp_path / "fake"),
                 "training_data_python": python,
+                # The hosts' own copy of the training/ package removes their old datasets.
+                "training_data_node_python": python,
+                "training_data_node_code_dir": str(ROOT),
                 "training_run_runs_dir": str(tmp_path / "runs"),
             },
             "children": {
@@ -273,6 +276,40 @@ def test_train_yml_stages_the_shards_of_the_run_before_anything_starts(cluster: 
     assert f"{ident}/test-00000-of-00001.rec" in files["n1"]  # worker-0: the chief of this run
     assert not [f for f in files["n2"] if "test-" in f]  # [chief] plays no part in this run
     assert len([f for f in files["n2"] if "train-" in f]) == 4
+
+
+def test_a_node_keeps_its_latest_datasets_and_only_the_shards_it_reads(cluster: Path) -> None:
+    data = cluster / "data.csv"
+    data.write_text("a,label\n1,x\n")
+    first = playbook(cluster, SITE, "--tags", "data", "-e", "dataset=data.csv")
+    assert first.returncode == 0, first.stdout[-3000:]
+    old = next((cluster / "cache").glob("data-*")).name
+
+    # One worker task on each host now: n1 reads shards 0, 2, 4 ... where it read 0, 1, 3, 4 ...
+    one_port = ["-e", '{"tf_cluster_ports": {"worker": [2222]}}']
+    second = playbook(cluster, SITE, "--tags", "data", "-e", "dataset=data.csv", *one_port)
+    assert second.returncode == 0, second.stdout[-3000:]
+    train = [f"{old}/train-{j:05d}-of-00012.rec" for j in range(12)]
+    assert [f for f in staged(cluster)["n1"] if "train-" in f] == train[0::2]
+    assert [f for f in staged(cluster)["n2"] if "train-" in f] == train[1::2]
+
+    data.write_text("a,label\n2,y\n")  # a new id
+    third = playbook(
+        cluster,
+        SITE,
+        "--tags",
+        "data",
+        "-e",
+        "dataset=data.csv",
+        *one_port,
+        "-e",
+        "training_data_keep=1",
+    )
+    assert third.returncode == 0, third.stdout[-3000:]
+    new = {f.split("/")[0] for files in staged(cluster).values() for f in files}
+    assert old not in new and len(new) == 1
+    # The control node keeps every prepared dataset: export reads them again.
+    assert (cluster / "cache" / old / "dataset.json").exists()
 
 
 def test_a_setting_prepare_data_refuses_stops_site_yml_early(cluster: Path) -> None:

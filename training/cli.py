@@ -245,6 +245,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _prepare_flags(prep)
 
+    prune = sub.add_parser(
+        "prune-data",
+        help="remove the prepared datasets in a folder beyond the most recently used, keeping "
+        "any a running process names; print what went as JSON",
+    )
+    prune.add_argument(
+        "--data-dir",
+        required=True,
+        type=Path,
+        help="the folder of datasets: .cache/datasets on the control node, "
+        "/var/lib/raspi-tf/datasets on a node",
+    )
+    prune.add_argument(
+        "--keep",
+        type=int,
+        default=3,
+        help="datasets to keep, the most recently prepared or staged (default %(default)s)",
+    )
+    prune.add_argument("--current", help="the id of the dataset in use now: always kept")
+    prune.add_argument(
+        "--train-shards",
+        nargs="*",
+        help="with --current: the only train shard files its folder keeps (a node's own)",
+    )
+
     models_parser = sub.add_parser("models", help="list the registered models as JSON")
     models_parser.add_argument(
         "--check",
@@ -864,6 +889,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _check(args)
     if args.command == "prepare-data":
         print(json.dumps(_prepare_data(args)))
+        return 0
+    if args.command == "prune-data":
+        from training.datasets.prune import prune
+
+        if args.train_shards is not None and args.current is None:
+            raise datasets.DatasetError("--train-shards needs --current: the dataset they are of")
+        pruned = prune(args.data_dir, args.keep, args.current, args.train_shards)
+        print(json.dumps(pruned.as_json()))
         return 0
     if args.command == "models":
         if args.check is not None:

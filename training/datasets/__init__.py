@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import os
 import pkgutil
 import re
 from pathlib import Path
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 #: Modules of this package that are not kinds of dataset.
-_NOT_KINDS = ("shards", "pipeline")
+_NOT_KINDS = ("shards", "pipeline", "prune")
 
 
 def _modules() -> list[ModuleType]:
@@ -297,6 +298,8 @@ def prepare(
         # leaving them out needs the user's say-so each time, as on the first prepare.
         raise unreadable(plan.source, [(s["file"], s["reason"]) for s in prepared.skipped])
     if prepared is not None:
+        if not check_only:
+            os.utime(prepared.path)  # used now: prune-data keeps the most recently used
         # Files that are not examples are no part of the id: count them as they are now.
         return dataclasses.replace(prepared, ignored_files=plan.ignored_files), False
     if check_only:
