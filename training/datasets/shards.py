@@ -411,6 +411,7 @@ def write_prepared(plan: Plan, settings: Settings, cache_dir: Path) -> Manifest:
                     continue
                 test.write(min(kept // per_test_file, test_count - 1), item, features, label)
                 kept += 1
+        bad.sort()  # by file: the training split was read in a random order
         source = plan.source
         if bad and not settings.skip_bad_images:
             raise unreadable(source, bad)
