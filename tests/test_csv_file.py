@@ -32,8 +32,8 @@ def _refusal(path: Path, settings: Settings = IRIS) -> str:
     return str(err.value)
 
 
-def test_claims_csv_files_in_any_letter_case(tmp_path: Path) -> None:
-    for name in ("a.csv", "b.CSV", "c.Csv"):
+def test_claims_csv_and_tsv_files_in_any_letter_case(tmp_path: Path) -> None:
+    for name in ("a.csv", "b.CSV", "c.Csv", "e.tsv", "f.TSV"):
         assert csv_file.claims(_write(tmp_path / name, "x,label\n"))
     assert not csv_file.claims(_write(tmp_path / "d.txt", "x,label\n"))
     assert not csv_file.claims(tmp_path / "missing.csv")

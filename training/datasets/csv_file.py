@@ -1,6 +1,7 @@
 """A CSV file on the control node: numeric feature columns and one class column.
 
-``-e dataset=/path/to/readings.csv`` (the suffix ``.csv`` in any letter case).
+``-e dataset=/path/to/readings.csv`` (the suffix ``.csv``, or ``.tsv`` for a
+file of tab-separated values, in any letter case).
 
 Source: a text file in UTF-8 (a byte-order mark is accepted) with a header
 row. The delimiter is the one of ``,``, ``;`` and tab that
@@ -71,8 +72,8 @@ def decimal_point(cell: str) -> str | None:
 
 
 def claims(path: Path) -> bool:
-    """True for a file whose suffix is ``.csv`` in any letter case."""
-    return path.is_file() and path.suffix.lower() == ".csv"
+    """True for a file whose suffix is ``.csv`` or ``.tsv`` in any letter case."""
+    return path.is_file() and path.suffix.lower() in (".csv", ".tsv")
 
 
 def sniff_delimiter(text: str) -> str:
