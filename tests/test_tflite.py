@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -275,6 +276,19 @@ def test_a_run_predict_cannot_use_is_refused_with_why_and_the_newest_usable(tmp_
     with pytest.raises(PredictError, match=r"takes CSV rows, not images\. Fix: give -e csv="):
         check_run(rows_run, runs, "images")
     check_run(rows_run, runs, "csv")
+    # A variant the run has not exported: refused before any copy, with the export command.
+    (usable / "model-dynamic-int8.tflite").write_text("")
+    check_run(usable, runs, "images", "dynamic_int8")
+    with pytest.raises(PredictError) as err:
+        check_run(usable, runs, "images", "int8")
+    assert str(err.value) == (
+        f"{usable} has no int8 model (model-int8.tflite), only float32, dynamic_int8. Fix: -e "
+        f"variant=float32, or export it on the control node: python -m training export --run-dir "
+        f"{usable} --data-dir .cache/datasets --variants int8 (train.yml exports int8 with -e "
+        "export_int8=true)"
+    )
+    with pytest.raises(PredictError, match="variant 'int16' is not one of float32, dynamic_int8"):
+        check_run(usable, runs, "images", "int16")
 
 
 def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
@@ -300,6 +314,17 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0
     assert "variant 'int9' is not one of float32, dynamic_int8, int8; fix: pick one" in text
+    # A variant the run did not export: refused on the control node, before any copy.
+    float32 = runs / "float32-only"
+    float32.mkdir(exist_ok=True)
+    for name in ("model.tflite", "preprocessing.json"):
+        shutil.copy(out / name, float32 / name)
+    done = run_playbook("predict.yml", *given, "-e", "run=float32-only", "-e", "variant=int8")
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0 and "model of run" not in text
+    assert "has no int8 model (model-int8.tflite), only float32. Fix: -e variant=float32" in text
+    assert f"python -m training export --run-dir {float32} --data-dir" in text, text[-2000:]
+    shutil.rmtree(float32)  # not one of the newest runs the refusals below name
 
     done = run_playbook("predict.yml", *given, "-e", "run=nosuch", timeout=300)
     assert done.returncode != 0

@@ -528,6 +528,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--takes", choices=("csv", "images"), help="only runs whose model takes this input"
     )
     runs.add_argument(
+        "--variant",
+        default="float32",
+        help="with --check: the TFLite variant the run must have exported (default %(default)s)",
+    )
+    runs.add_argument(
         "--check",
         metavar="RUN_DIR",
         type=Path,
@@ -1036,7 +1041,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             from training.predict import PredictError, check_run
 
             try:
-                check_run(args.check, args.runs_dir, args.takes or "images")
+                check_run(args.check, args.runs_dir, args.takes or "images", args.variant)
             except PredictError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2

@@ -157,6 +157,20 @@ def variant_file(variant: str) -> str:
     return VARIANT_FILES[variant]
 
 
+def _check_variant(run_dir: Path, variant: str) -> None:
+    """Refuse a variant the run has not exported, naming those it has and the export command."""
+    variant_file(variant)
+    if (run_dir / VARIANT_FILES[variant]).is_file():
+        return
+    has = [v for v, f in VARIANT_FILES.items() if (run_dir / f).is_file()]
+    raise PredictError(
+        f"{run_dir} has no {variant} model ({VARIANT_FILES[variant]}), only "
+        f"{', '.join(has)}. Fix: -e variant={has[0]}, or export it on the control node: "
+        f"python -m training export --run-dir {run_dir} --data-dir .cache/datasets --variants "
+        f"{variant} (train.yml exports int8 with -e export_int8=true)"
+    )
+
+
 def image_input(path: Path, preprocessing: dict[str, Any]) -> Any:
     """float32 ``input_shape`` of one image file, as the run's training images were made.
 
@@ -436,7 +450,7 @@ def check_inputs(
     return f"would classify {plural(frames, 'frame')} of camera {camera}"
 
 
-def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
+def check_run(run_dir: Path, runs_dir: Path, takes: str, variant: str = "float32") -> None:
     """Refuse a run whose folder predict.yml cannot classify with, naming the fix.
 
     A run folder is usable when it holds ``model.tflite`` and
@@ -451,11 +465,13 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
         run_dir: the run's folder on the control node.
         runs_dir: the folder of runs (``predict_runs_dir``).
         takes: ``images`` or ``csv``, the input predict.yml was given.
+        variant: the TFLite variant predict.yml was asked for (``-e variant``).
 
     Raises:
         PredictError: the folder of runs itself (an empty ``-e run=``), no
-            such folder, a folder without those files, or a model that takes
-            the other kind of input (CSV rows or images) than ``takes``.
+            such folder, a folder without those files, a model that takes
+            the other kind of input (CSV rows or images) than ``takes``, an
+            unknown ``variant`` or one the run has not exported.
     """
     from training.status import newest_runs
 
@@ -482,6 +498,7 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str) -> None:
         name for name in ("model.tflite", "preprocessing.json") if not (run_dir / name).is_file()
     ]
     if not missing:
+        _check_variant(run_dir, variant)
         try:
             takes_rows = _takes_rows(read_preprocessing(run_dir))
         except (ValueError, AttributeError):
