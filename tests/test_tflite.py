@@ -59,6 +59,22 @@ def exported(run: tuple[Path, Path]) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
+def test_exporting_one_more_variant_keeps_the_others(
+    exported: dict, run: tuple[Path, Path], tmp_path
+):
+    out, data = run
+    copy = tmp_path / "run"
+    shutil.copytree(out, copy)
+    (copy / "model-int8.tflite").unlink()  # gone: its entry goes too
+    done = _python(
+        "export", "--run-dir", str(copy), "--data-dir", str(data), "--variants", "float32"
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    export = json.loads((copy / "metrics.json").read_text())["export"]
+    assert list(export) == ["float32", "dynamic_int8"]
+    assert export["dynamic_int8"] == exported["export"]["dynamic_int8"]
+
+
 def test_every_variant_scores_close_to_the_keras_model(exported: dict, run: tuple[Path, Path]):
     out, _ = run
     keras = exported["test_accuracy"]

@@ -271,7 +271,12 @@ def export_run(
     "test_accuracy", "accuracy_drop", "too_lossy"}}``, the drop against the
     Keras model's test accuracy, ``too_lossy`` when it is more than
     ``max_accuracy_drop``; a variant the converter cannot make is
-    ``{"file": None, "error": why}`` and the others are still written.
+    ``{"file": None, "error": why}`` and the others are still written. A
+    variant exported before and not named now keeps its entry while its
+    file is there, so exporting one more variant loses none.
+
+    Returns:
+        ``export`` as written, in :data:`VARIANT_FILES` order.
 
     Raises:
         ExportError: the run has no model or metrics, or its dataset is not
@@ -329,10 +334,15 @@ def export_run(
             "accuracy_drop": round(drop, 6),
             "too_lossy": drop > max_accuracy_drop,
         }
-    metrics["export"] = out
+    before = metrics.get("export") or {}
+    for variant, result in before.items():
+        file = result.get("file") if isinstance(result, dict) else None
+        if variant not in out and variant in VARIANT_FILES and file and (run_dir / file).is_file():
+            out[variant] = result
+    metrics["export"] = {v: out[v] for v in VARIANT_FILES if v in out}
     metrics["export_max_accuracy_drop"] = max_accuracy_drop
     write_json(metrics_path, metrics)
-    return out
+    return dict(metrics["export"])
 
 
 def script_run_message(run_dir: Path, metrics: dict[str, Any]) -> str:
