@@ -73,6 +73,21 @@ def test_exporting_one_more_variant_keeps_the_others(
     export = json.loads((copy / "metrics.json").read_text())["export"]
     assert list(export) == ["float32", "dynamic_int8"]
     assert export["dynamic_int8"] == exported["export"]["dynamic_int8"]
+    # Its dataset removed (prune-data): the fix prepares it again, under the same id.
+    empty = tmp_path / "datasets"
+    empty.mkdir()
+    done = _python("export", "--run-dir", str(copy), "--data-dir", str(empty))
+    assert done.returncode == 2
+    assert (
+        "Fix: prepare it again, which trains nothing: ansible-playbook site.yml --tags data "
+        in (done.stderr)
+    )
+    ident = json.loads((copy / "metrics.json").read_text())["dataset_id"]
+    assert f"python -m training prepare-data --dataset mnist_5k --cache-dir {empty}" in done.stderr
+    assert (
+        _python("prepare-data", "--dataset", "mnist_5k", "--cache-dir", str(empty)).returncode == 0
+    )
+    assert (empty / ident / "dataset.json").is_file()
 
 
 def test_every_variant_scores_close_to_the_keras_model(exported: dict, run: tuple[Path, Path]):

@@ -298,8 +298,11 @@ def export_run(
     metrics = json.loads(metrics_path.read_text(encoding="utf-8"))
     if metrics.get("script") or "dataset_id" not in metrics:
         raise ExportError(script_run_message(run_dir, metrics))
+    dataset_id = metrics["dataset_id"]
+    if not (Path(data_dir) / dataset_id / datasets.MANIFEST_FILE).is_file():
+        raise ExportError(_prepare_again(run_dir, Path(data_dir), dataset_id))
     try:
-        manifest = datasets.read_manifest(data_dir, metrics["dataset_id"])
+        manifest = datasets.read_manifest(data_dir, dataset_id)
     except datasets.DatasetError as e:
         raise ExportError(f"{run_dir}: {e}") from e
     keras = _tf_keras()
@@ -343,6 +346,21 @@ def export_run(
     metrics["export_max_accuracy_drop"] = max_accuracy_drop
     write_json(metrics_path, metrics)
     return dict(metrics["export"])
+
+
+def _prepare_again(run_dir: Path, data_dir: Path, dataset_id: str) -> str:
+    """The refusal of an export whose dataset is gone (pruned): prepare it again, not train."""
+    try:
+        spec = str(json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["dataset"])
+    except (OSError, ValueError, KeyError, TypeError):
+        spec = dataset_id.rsplit("-", 1)[0]
+    return (
+        f"{run_dir}: its dataset {dataset_id} is not in {data_dir} (removed?). Fix: prepare it "
+        f"again, which trains nothing: ansible-playbook site.yml --tags data -e dataset={spec} "
+        "with the -e settings the run had (image_size, color_mode, test_fraction, label_column), "
+        f"or python -m training prepare-data --dataset {spec} --cache-dir {data_dir} with the "
+        f"same flags; it comes back as {dataset_id}. Then export again."
+    )
 
 
 def script_run_message(run_dir: Path, metrics: dict[str, Any]) -> str:
