@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_playbook
 from training import datasets
 from training.progress import describe, read_events
 from training.script import ScriptError, check_script, run_script, split_args
@@ -188,3 +188,21 @@ def _state(pid: int) -> str:
     except OSError:
         return "zombie"
     return "zombie" if "\nState:\tZ" in status else "alive"
+
+
+def test_check_mode_says_the_script_would_run_not_a_model(tmp_path):
+    # The script chooses its own model, epochs and batch: check mode names the script.
+    done = run_playbook(
+        "train.yml",
+        "--check",
+        *("-e", "script=examples/multi_worker_script.py"),
+        *("-e", f"training_run_runs_dir={tmp_path / 'runs'}"),
+        timeout=300,
+    )
+    text = " ".join(done.stdout.split())  # the YAML callback folds a long line
+    assert done.returncode == 0, text[-2000:]
+    assert (
+        "Check mode: every check passed; a run would run the script "
+        "examples/multi_worker_script.py on mnist_5k, multi_worker_mirrored over worker-0, "
+        "worker-1." in text
+    ), text[-2000:]
