@@ -188,9 +188,10 @@ def test_a_label_column_of_decimal_numbers_is_refused_as_a_measurement(iris_csv:
         "Fix: -e label_column=<the column that holds the class: one of sepal_length, "
         "sepal_width, petal_length>; a label is a class name or a whole number"
     )
-    # Whole numbers written as decimals ("2.0", as pandas writes integers) are classes.
-    plan = csv_file.plan(_write(numbers, "x,label\n1,2.0\n2,1.0\n3,2.0\n4,1.0\n"), Settings())
-    assert plan.classes == ["1.0", "2.0"]
+    # Whole numbers written as decimals ("2.0", as pandas writes integers) are classes,
+    # sorted as numbers: 10 after 2.
+    text = "x,label\n1,2.0\n2,10.0\n3,2.0\n4,10.0\n"
+    assert csv_file.plan(_write(numbers, text), Settings()).classes == ["2", "10"]
 
 
 def test_an_empty_label_is_refused(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ column.
 
 Input shape: ``(n_features,)`` float32, the features in the file's column
 order without the label column. Class names: the distinct labels sorted,
-numerically when every label is an integer (``"2"`` before ``"10"``), as
-strings otherwise; label ``i`` is ``classes[i]``.
+numerically when every label is a whole number (``"2"`` or ``"2.0"``, named
+``"2"``, before ``"10"``), as strings otherwise; label ``i`` is ``classes[i]``.
 
 Preparing (control node): :func:`plan` reads and checks the whole file once
 into memory (a CSV of sensor readings fits in the control node's RAM; the
@@ -290,14 +290,31 @@ def _check_labels(
     )
 
 
+def _whole_number(label: str) -> int:
+    """``label`` as an int: ``"7"``, ``"007"`` and ``"7.0"`` are 7.
+
+    Raises:
+        ValueError: not a whole number (``"7.5"``, ``"seven"``, ``"nan"``).
+    """
+    try:
+        return int(label)
+    except ValueError:
+        value = float(label)
+        if not value.is_integer():
+            raise
+        return int(value)
+
+
 def _classes(labels: list[str]) -> tuple[list[str], np.ndarray]:
     """Sorted class names and each row's int label.
 
-    Integer labels are sorted numerically and named by their decimal form
-    (``"007"`` is class ``"7"``); any other labels are sorted as strings.
+    Whole-number labels are sorted numerically and named by their decimal
+    form: ``"007"`` is class ``"7"``, and ``"2.0"`` (how pandas writes an
+    integer column that has a gap) is class ``"2"``, so ``"10"`` comes after
+    ``"9"``. Any other labels are sorted as strings.
     """
     try:
-        numbers = [int(label) for label in labels]
+        numbers = [_whole_number(label) for label in labels]
     except ValueError:
         names = sorted(set(labels))
         index = {name: i for i, name in enumerate(names)}
