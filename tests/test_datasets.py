@@ -583,8 +583,9 @@ def test_prepare_data_check_and_refusals(
     assert json.loads(capsys.readouterr().out) == {**prepared, "changed": False}
     assert main(["prepare-data", "--dataset", "cifar10", "--cache-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("error: dataset=cifar10 is unknown")
-    assert main([*argv, "--shards", "0", "--workers", "0"]) == 2
-    assert "shards=0 must be 1 to 10000" in capsys.readouterr().err
+    for shards in ("0", "-3"):  # refused, not raised to the one worker
+        assert main([*argv, "--shards", shards]) == 2
+        assert f"shards={shards} must be 1 to 10000" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # argparse refuses the value, naming the variable
         main([*argv, "--image-size", "abc"])
     assert "image_size=abc is not an image size. Fix: -e image_size=64" in capsys.readouterr().err

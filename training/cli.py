@@ -737,7 +737,8 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         test_fraction=args.test_fraction,
         skip_bad_images=args.skip_bad_images,
         label_column=args.label_column,
-        shards=max(args.shards, args.workers),
+        # Raised to the workers, not from a bad value: check_settings refuses that.
+        shards=max(args.shards, args.workers) if args.shards >= 1 else args.shards,
         seed=datasets.DEFAULT_SEED,
     )
     if args.check:
