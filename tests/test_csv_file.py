@@ -182,12 +182,16 @@ def test_a_label_column_of_decimal_numbers_is_refused_as_a_measurement(iris_csv:
     numbers = iris_csv.with_name("measurements.csv")
     _write(numbers, "".join(line.rsplit(",", 1)[0] + "\n" for line in iris_csv.open()))
     message = _refusal(numbers, Settings(label_column="petal_width"))
+    # The other columns are measurements too: none is offered as the class.
     assert message == (
         f"{numbers}: column 'petal_width' (label_column) holds decimal numbers ('0.2' on line 2), "
         "a measurement rather than a class: each of its 22 distinct values would be a class. "
-        "Fix: -e label_column=<the column that holds the class: one of sepal_length, "
-        "sepal_width, petal_length>; a label is a class name or a whole number"
+        "Fix: add a column holding each row's class (no other column holds names or whole "
+        "numbers) and give it with -e label_column; a label is a class name or a whole number"
     )
+    # A column of whole numbers beside it is the one offered.
+    grades = _write(numbers, "a,b,grade\n1.5,2.5,3\n2.5,3.5,4\n")
+    assert "one of grade>; a label is" in _refusal(grades, Settings(label_column="a"))
     # Whole numbers written as decimals ("2.0", as pandas writes integers) are classes,
     # sorted as numbers: 10 after 2.
     text = "x,label\n1,2.0\n2,10.0\n3,2.0\n4,10.0\n"

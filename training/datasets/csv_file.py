@@ -279,15 +279,34 @@ def _check_labels(
     if not fractions:
         return
     line = rows[fractions[0]][0]
-    others = [name for name in header if name != label_column]
+    others = [
+        name
+        for j, name in enumerate(header)
+        if name != label_column
+        and _could_be_labels([cells[j] for _, cells in rows if j < len(cells)])
+    ]
     shown = ", ".join(others[:8]) + (", ..." if len(others) > 8 else "")
+    fix = (
+        f"-e label_column=<the column that holds the class: one of {shown}>"
+        if others
+        else "add a column holding each row's class (no other column holds names or whole "
+        "numbers) and give it with -e label_column"
+    )
     raise DatasetError(
         f"{path}: column {label_column!r} (label_column) holds decimal numbers "
         f"({labels[fractions[0]]!r} on line {line}), a measurement rather than a class: each "
-        f"of its {len(set(labels))} distinct values would be a class. Fix: -e "
-        f"label_column=<the column that holds the class: one of {shown}>; a "
-        "label is a class name or a whole number"
+        f"of its {len(set(labels))} distinct values would be a class. Fix: {fix}; a label is a "
+        "class name or a whole number"
     )
+
+
+def _could_be_labels(cells: list[str]) -> bool:
+    """Whether a column could hold classes: a name in some cell, or whole numbers in all."""
+    try:
+        values = [float(cell) for cell in cells]
+    except ValueError:
+        return True
+    return all(math.isfinite(v) and v.is_integer() for v in values)
 
 
 def _whole_number(label: str) -> int:
