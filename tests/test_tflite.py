@@ -149,6 +149,10 @@ def test_predict_names_what_it_cannot_read(exported: dict, run: tuple[Path, Path
     assert f"{tmp_path / 'broken.jpg'}: " in done.stderr and "fix:" in done.stderr
     assert "predict: 1 input could not be read" in done.stderr
     assert f"{tmp_path / 'good.png'}: " in done.stdout  # after the broken one, still classified
+    # No class to print is no answer: refused, not shown as one class.
+    done = _python("predict", "--model", str(out), "--images", str(tmp_path), "--top", "0")
+    assert done.returncode == 2 and done.stdout == ""
+    assert "top=0: the classes printed an input must be 1 or more; fix: -e top=3" in done.stderr
 
     done = _python("predict", "--model", str(tmp_path), "--images", str(tmp_path))
     assert done.returncode == 2

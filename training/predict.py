@@ -144,6 +144,18 @@ def read_preprocessing(model_dir: Path) -> dict[str, Any]:
     return dict(json.loads(pre.read_text(encoding="utf-8")))
 
 
+def check_top(top: int) -> None:
+    """Refuse a count of classes to print below 1 (more than the model has prints them all).
+
+    Raises:
+        PredictError: naming ``top`` and the fix.
+    """
+    if top < 1:
+        raise PredictError(
+            f"top={top}: the classes printed an input must be 1 or more; fix: -e top=3"
+        )
+
+
 def variant_file(variant: str) -> str:
     """The file name of TFLite ``variant`` (``model-int8.tflite`` for ``int8``).
 
@@ -550,6 +562,7 @@ def run_check(args: Any) -> int:
     by_file = model.suffix == ".tflite"  # the file's name gives its variant
     folder = model.parent if by_file else model
     try:
+        check_top(args.top)
         if not by_file:
             variant_file(args.variant)
         if args.preprocessing:
@@ -583,6 +596,7 @@ def run(args: Any) -> int:
 
     unreadable = 0
     try:
+        check_top(args.top)
         model = Model.load(Path(args.model), args.variant, args.threads)
         times = []
         for p in predict(
