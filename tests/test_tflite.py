@@ -285,6 +285,13 @@ def test_a_run_predict_cannot_use_is_refused_with_why_and_the_newest_usable(tmp_
         f"training> (it exports model.tflite), e.g. one of the newest: {usable.name}, its id or "
         "its folder."
     )
+    # One that finished while nothing followed it, kept outside the runs folder: follow.yml
+    # is given its folder, not a run id it would look for in runs/.
+    elsewhere = tmp_path / "archive" / "stopped"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "model.keras").write_text("")
+    with pytest.raises(PredictError, match=f"Fix: ansible-playbook follow.yml -e run={elsewhere} "):
+        check_run(elsewhere, runs, "images")
     # For CSV rows no run fits: say that train.yml makes one.
     with pytest.raises(PredictError, match=r"nosuch\. Fix: .* \(there is none yet: train\.yml"):
         check_run(runs / "nosuch", runs, "csv")

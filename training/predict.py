@@ -144,6 +144,12 @@ def read_preprocessing(model_dir: Path) -> dict[str, Any]:
     return dict(json.loads(pre.read_text(encoding="utf-8")))
 
 
+def _run_ref(run_dir: Path, runs_dir: Path) -> str:
+    """How ``-e run=`` names ``run_dir``: its id in ``runs_dir``, else its folder."""
+    real = run_dir.resolve()
+    return real.name if real.parent == runs_dir.resolve() else str(real)
+
+
 def check_top(top: int) -> None:
     """Refuse a count of classes to print below 1 (more than the model has prints them all).
 
@@ -537,7 +543,8 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str, variant: str = "float32
         else ""
     )
     follow = (
-        f"ansible-playbook follow.yml -e run={run_dir.resolve().name} exports the model of a run "
+        f"ansible-playbook follow.yml -e run={_run_ref(run_dir, runs_dir)} exports the model of "
+        "a run "
         "that finished while nothing followed it, or "
         if not script and (run_dir / "model.keras").is_file()
         else ""
