@@ -181,10 +181,11 @@ def _check_variant(run_dir: Path, variant: str) -> None:
     if (run_dir / VARIANT_FILES[variant]).is_file():
         return
     has = [v for v, f in VARIANT_FILES.items() if (run_dir / f).is_file()]
+    real = run_dir.resolve()  # runs/latest moves on with the next run
     raise PredictError(
-        f"{run_dir} has no {variant} model ({VARIANT_FILES[variant]}), only "
+        f"{real} has no {variant} model ({VARIANT_FILES[variant]}), only "
         f"{', '.join(has)}. Fix: -e variant={has[0]}, or export it on the control node: "
-        f"python -m training export --run-dir {run_dir} --data-dir .cache/datasets --variants "
+        f"python -m training export --run-dir {real} --data-dir .cache/datasets --variants "
         f"{variant} (train.yml exports int8 with -e export_int8=true)"
     )
 
