@@ -38,6 +38,20 @@ def run_playbook(
     )
 
 
+def check_mode_says(runs_dir: Path, *extra_vars: str) -> str:
+    """``train.yml --check`` on the local inventory with ``-e`` each of ``extra_vars``.
+
+    Returns its output on one line (the YAML callback folds long lines), once it exited 0.
+    """
+    given = [arg for value in extra_vars for arg in ("-e", value)]
+    done = run_playbook(
+        "train.yml", "--check", *given, "-e", f"training_run_runs_dir={runs_dir}", timeout=300
+    )
+    text = " ".join(done.stdout.split())
+    assert done.returncode == 0, text[-2000:]
+    return text
+
+
 def run_tensorflow_script(script: str, *args: str, timeout: float = 300) -> str:
     """Run ``script`` in a fresh Python with tf_keras as Keras; its last stdout line.
 
