@@ -177,13 +177,13 @@ def variant_file(variant: str) -> str:
 
 def _check_variant(run_dir: Path, variant: str) -> None:
     """Refuse a variant the run has not exported, naming those it has and the export command."""
-    variant_file(variant)
-    if (run_dir / VARIANT_FILES[variant]).is_file():
+    file = variant_file(variant)
+    if (run_dir / file).is_file():
         return
     has = [v for v, f in VARIANT_FILES.items() if (run_dir / f).is_file()]
     real = run_dir.resolve()  # runs/latest moves on with the next run
     raise PredictError(
-        f"{real} has no {variant} model ({VARIANT_FILES[variant]}), only "
+        f"{real} has no {variant} model ({file}), only "
         f"{', '.join(has)}. Fix: -e variant={has[0]}, or export it on the control node: "
         f"python -m training export --run-dir {real} --data-dir .cache/datasets --variants "
         f"{variant} (train.yml exports int8 with -e export_int8=true)"
