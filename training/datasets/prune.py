@@ -205,11 +205,12 @@ def prune(
         os.utime(here)
     found = [p for p in folder.iterdir() if p.is_dir() and ID_PATTERN.fullmatch(p.name)]
     found.sort(key=lambda p: (p.name != current, -p.stat().st_mtime, p.name))
-    lines = list(command_lines() if running is None else running)
-    for index, path in enumerate(found):
-        if index < keep:
-            result.kept.append(path.name)
-        elif any(path.name in line for line in lines):
+    result.kept = [p.name for p in found[:keep]]
+    beyond = found[keep:]
+    # The processes are read only when a folder could go: on each staging, most nodes have none.
+    lines = list(command_lines() if running is None else running) if beyond else []
+    for path in beyond:
+        if any(path.name in line for line in lines):
             result.kept.append(path.name)
             result.in_use.append(path.name)
         else:
