@@ -350,6 +350,11 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join(done.stdout.split())  # the YAML callback folds a long line
     assert f"would classify 1 image of {tmp_path} (found, not decoded" in text
     assert "with model.tflite" not in text
+    # A count of frames beside images is refused, not ignored.
+    done = run_playbook("predict.yml", *given, "-e", f"run={out.name}", "-e", "frames=5")
+    text = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode != 0
+    assert f"localhost, model of run {out.name}: frames=5 counts camera frames, and no" in text
     done = run_playbook(
         "predict.yml", "--check", *given, "-e", f"run={out.name}", "-e", "variant=int9"
     )
@@ -465,3 +470,14 @@ def test_check_mode_says_what_would_be_classified_and_refuses_what_predict_would
         f"would classify 1 image of {tmp_path} (found, not decoded: check mode reads none)"
     )
     assert check_inputs(images, "r1", camera=0, frames=5) == "would classify 5 frames of camera 0"
+
+
+def test_a_count_of_frames_without_a_camera_is_refused_not_ignored():
+    from training.predict import PredictError, check_frames
+
+    check_frames(1, None)  # the default, with images or a CSV file
+    check_frames(10, "0")
+    with pytest.raises(PredictError, match="frames=10 counts camera frames, and no camera is giv"):
+        check_frames(10, None)
+    with pytest.raises(PredictError, match="frames=0: the camera frames to classify must be 1 or"):
+        check_frames(0, "/dev/video0")

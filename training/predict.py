@@ -162,6 +162,26 @@ def check_top(top: int) -> None:
         )
 
 
+def check_frames(frames: int, camera: int | str | None) -> None:
+    """Refuse a count of camera frames without a camera, or below 1 with one.
+
+    ``frames`` counts camera frames only: beside images or a CSV file it
+    would be ignored without a word.
+
+    Raises:
+        PredictError: naming ``frames`` and the fix.
+    """
+    if camera is None and frames != 1:
+        raise PredictError(
+            f"frames={frames} counts camera frames, and no camera is given; fix: drop -e frames, "
+            f"or classify a camera's frames with -e camera=0 -e frames={frames}"
+        )
+    if frames < 1:
+        raise PredictError(
+            f"frames={frames}: the camera frames to classify must be 1 or more; fix: -e frames=10"
+        )
+
+
 def variant_file(variant: str) -> str:
     """The file name of TFLite ``variant`` (``model-int8.tflite`` for ``int8``).
 
@@ -571,6 +591,7 @@ def run_check(args: Any) -> int:
     folder = model.parent if by_file else model
     try:
         check_top(args.top)
+        check_frames(args.frames, args.camera)
         if not by_file:
             variant_file(args.variant)
         if args.preprocessing:
@@ -605,6 +626,7 @@ def run(args: Any) -> int:
     unreadable = 0
     try:
         check_top(args.top)
+        check_frames(args.frames, args.camera)
         model = Model.load(Path(args.model), args.variant, args.threads)
         times = []
         for p in predict(
