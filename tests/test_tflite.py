@@ -350,11 +350,12 @@ def test_predict_yml_names_the_run_and_refuses_a_missing_one_or_two_inputs(
     text = " ".join(done.stdout.split())  # the YAML callback folds a long line
     assert f"would classify 1 image of {tmp_path} (found, not decoded" in text
     assert "with model.tflite" not in text
-    # A count of frames beside images is refused, not ignored.
+    # A count of frames beside images is refused by the node's check, before any copy.
     done = run_playbook("predict.yml", *given, "-e", f"run={out.name}", "-e", "frames=5")
     text = " ".join((done.stdout + done.stderr).split())
     assert done.returncode != 0
     assert f"localhost, model of run {out.name}: frames=5 counts camera frames, and no" in text
+    assert "TASK [predict : Classify]" not in text
     done = run_playbook(
         "predict.yml", "--check", *given, "-e", f"run={out.name}", "-e", "variant=int9"
     )

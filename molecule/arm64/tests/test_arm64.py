@@ -117,6 +117,17 @@ def test_predict_yml_classifies_on_arm64_and_x86_64_nodes_as_the_keras_model(tmp
     copy = _playbook(str(Path(__file__).with_name("copy_digits.yml")), "-e", f"src={digits}/")
     assert copy.returncode == 0, copy.stdout[-3000:]
 
+    # A mistyped path: each node refuses it before the model is copied there.
+    done = _playbook(
+        str(PROJECT / "playbooks" / "predict.yml"),
+        *("-e", "run=mixed-mwms", "-e", "images=/tmp/digitz", "-e", "predict_hosts=mixed"),
+    )
+    assert done.returncode != 0
+    text = " ".join(done.stdout.split())  # the YAML callback folds a long line
+    for name in ("arm1", "amd1"):
+        assert f"{name}, model of run mixed-mwms: /tmp/digitz does not exist" in text, text[-3000:]
+        assert not node(name).file("/var/lib/raspi-tf/models/mixed-mwms").exists, name
+
     done = _playbook(
         str(PROJECT / "playbooks" / "predict.yml"),
         *("-e", "run=mixed-mwms", "-e", "images=/tmp/digits", "-e", "predict_hosts=mixed"),
