@@ -278,9 +278,15 @@ def test_follow_exports_a_run_that_ended_while_nothing_followed_it(
         assert time.monotonic() < deadline, "the launcher did not record the end"
         time.sleep(1)
     assert not list(latest.glob("*.tflite"))  # train.yml, which exports, was gone
+    # As stop.yml records a run it caught while its tasks saved the model: follow.yml exports
+    # it as it does a run that succeeded.
+    record = json.loads((latest / "run.json").read_text())
+    assert record["state"] == "succeeded", record
+    caught = "stopped by stop.yml after its last epoch; its model and metrics were saved"
+    (latest / "run.json").write_text(json.dumps({**record, "state": "stopped", "reason": caught}))
     follow = run_playbook("follow.yml", "-e", f"training_run_runs_dir={tmp_path}")
     assert follow.returncode == 0, follow.stdout[-3000:]
-    assert "already ended (succeeded" in " ".join(follow.stdout.split())
+    assert f"already ended (stopped: {caught})" in " ".join(follow.stdout.split())
     assert re.search(r"tflite +float32 \d+ KB 0\.\d+ +test accuracy", follow.stdout)
     assert (latest / "model.tflite").exists()
     assert "export" in json.loads((latest / "metrics.json").read_text())

@@ -223,6 +223,21 @@ def test_follow_records_how_a_run_nobody_saw_end_ended(tmp_path: Path) -> None:
     assert json.loads((run / "run.json").read_text()) == record
 
 
+def test_stop_leaves_a_run_whose_tasks_all_ended_for_follow_to_record(tmp_path: Path) -> None:
+    # Recorded as stopped, a run that ended on its own would lose its export: follow.yml
+    # refuses a stopped run without results.
+    run = orphaned_run(tmp_path)
+    result = run_playbook("stop.yml", "-e", f"run={run}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    text = " ".join(result.stdout.split())
+    assert (
+        "Run r1 ended on its own: no task of it runs any more, so there is nothing to stop" in text
+    )
+    assert "ansible-playbook follow.yml -e run=r1 records it, brings its results back" in text
+    assert json.loads((run / "run.json").read_text())["state"] == "running"
+    assert not (run / ".stop-requested").exists()
+
+
 def follow_refused(run: Path, *extra: str) -> str:
     """follow.yml on ``run``, which must refuse and leave it recorded as running; its output."""
     result = run_playbook("follow.yml", "-e", f"run={run}", *extra)

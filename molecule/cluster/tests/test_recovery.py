@@ -357,8 +357,9 @@ def test_a_worker_failing_at_every_start_ends_the_run_naming_it() -> None:
         assert node(name).run("pgrep -f '[-]m training train'").rc == 1
 
 
-def test_a_stop_after_the_last_epoch_brings_the_model_back() -> None:
-    """train.yml lost (Ctrl-C) in epoch 1; the tasks finish; stop.yml then fetches the results."""
+def test_a_run_that_ended_unfollowed_is_left_by_stop_and_recorded_by_follow() -> None:
+    """train.yml lost (Ctrl-C) in epoch 1; the tasks finish; stop.yml has nothing to stop, and
+    follow.yml records the run, brings its model back and exports it."""
     runs = EPHEMERAL / "late-stop-runs"
     play = start_train("late-stop", runs, "-e", "epochs=2")
     try:
@@ -368,22 +369,27 @@ def test_a_stop_after_the_last_epoch_brings_the_model_back() -> None:
     finally:
         if play.poll() is None:
             play.kill()
-    n1 = node("node1")
     deadline = time.monotonic() + 600
-    while n1.run(f"test -s {NODE_RUNS}/late-stop/metrics.json").rc != 0:
-        assert time.monotonic() < deadline, "the chief did not finish the run"
+    while any(node(name).run("pgrep -f '[-]m training train'").rc == 0 for name in NODES):
+        assert time.monotonic() < deadline, "the tasks did not finish the run"
         time.sleep(2)
-    stop = playbook("stop.yml", "-e", "run=late-stop", "-e", f"training_run_runs_dir={runs}")
+    assert node("node1").run(f"test -s {NODE_RUNS}/late-stop/metrics.json").rc == 0
+    given = ("-e", "run=late-stop", "-e", f"training_run_runs_dir={runs}")
+    stop = playbook("stop.yml", *given)
     stop_out, _ = stop.communicate(timeout=300)
     assert stop.returncode == 0, stop_out[-3000:]
+    text = " ".join(stop_out.split())
+    assert "ended on its own: no task of it runs any more, so there is nothing to stop" in text
     run = runs / "late-stop"
+    assert json.loads((run / "run.json").read_text())["state"] == "running"  # left as it was
+    follow = playbook("follow.yml", *given)
+    follow_out, _ = follow.communicate(timeout=600)
+    assert follow.returncode == 0, follow_out[-3000:]
     record = json.loads((run / "run.json").read_text())
-    assert record["state"] == "stopped"
-    assert "after its last epoch; its model and metrics were saved" in record["reason"], record
+    assert record["state"] == "succeeded", record
     assert (run / "model.keras").stat().st_size > 100_000
+    assert (run / "model.tflite").stat().st_size > 10_000  # exported, as train.yml would have
     assert json.loads((run / "metrics.json").read_text())["test_accuracy"] > 0.5
-    for name in NODES:
-        assert node(name).run("pgrep -f '[-]m training train'").rc == 1
 
 
 def docker_restart(name: str) -> None:
