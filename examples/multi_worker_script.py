@@ -32,8 +32,9 @@ args = parser.parse_args()
 # This example is for synchronous all-reduce (the default strategy). A cluster with ps tasks
 # (-e strategy=parameter_server) needs a script in the shape of TensorFlow's parameter server
 # tutorial instead: stop here with the fix, not deep inside TensorFlow.
+# parser.error exits with 2, a usage error, which raspi-tf does not restart.
 if "ps" in json.loads(os.environ.get("TF_CONFIG", "{}")).get("cluster", {}):
-    raise SystemExit(
+    parser.error(
         "multi_worker_script.py trains with MultiWorkerMirroredStrategy, not parameter servers; "
         "fix: leave out -e strategy=parameter_server, or write a parameter server script "
         "(https://www.tensorflow.org/tutorials/distribute/parameter_server_training)"

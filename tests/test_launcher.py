@@ -21,7 +21,7 @@ from training.follow import LINE_SEPARATOR
 from training.follow import follow as follow_run
 from training.follow import status as follow_status
 from training.launcher import pid_alive
-from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import DIVERGED_EXIT, STARTUP_TIMEOUT_SIGNAL, USAGE_EXIT
 
 # A stand-in for `python -m training train`: behaves by its TF_CONFIG task name.
 FAKE_TASK = textwrap.dedent(
@@ -410,6 +410,17 @@ def test_a_diverged_task_is_not_restarted_and_the_run_says_why(tmp_path: Path) -
     assert not any(pid_alive(p) for p in task_pids(run))
 
 
+def test_a_task_with_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
+    # A script's argparse exits 2 for an argument it does not take: every start would.
+    plan = {"worker-0": "exit:60:0", "worker-1": f"exit:0.5:{USAGE_EXIT}"}
+    run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
+    assert launch(run).wait(timeout=60) == 1
+    line = " ".join(follow_status(run)["line"].split())
+    assert "task worker-1 ran a script that exited with code 2, a usage error" in line
+    assert "not restarted: it would exit the same way" in line
+    assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0
+
+
 def test_a_live_run_on_the_same_ports_is_found(tmp_path: Path) -> None:
     run_dir = tmp_path / "run-a"
     run_dir.mkdir()
@@ -448,7 +459,12 @@ def test_a_run_whose_train_yml_was_interrupted_gets_its_outcome_and_plots(tmp_pa
             "restarted 1 time)",
         ),
         ({"Result": "signal", "ExecMainStatus": "9", "NRestarts": "0"}, "killed by signal 9"),
-        ({"Result": "exit-code", "ExecMainStatus": "2", "NRestarts": "3"}, "exit code 2"),
+        ({"Result": "exit-code", "ExecMainStatus": "1", "NRestarts": "3"}, "exit code 1"),
+        (
+            {"Result": "exit-code", "ExecMainStatus": "64", "NRestarts": "0"},
+            "ran a script that exited with code 2, a usage error (argparse's, for an argument it "
+            "does not take), not restarted",
+        ),
         (
             {"Result": "exit-code", "ExecMainStatus": "3", "NRestarts": "0"},
             "training diverged (the loss became NaN or infinite), not restarted",

@@ -17,6 +17,7 @@ from tests.conftest import ROOT, check_mode_says
 from training import datasets
 from training.progress import describe, read_events
 from training.script import ScriptError, check_script, run_script, split_args
+from training.tasklog import USAGE_EXIT
 
 SHOW_ENV = """
 import json, os, pathlib, sys
@@ -118,6 +119,9 @@ def test_another_task_writes_to_a_folder_removed_at_its_end_and_gives_the_exit_c
     code = run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1")
     assert code == 3
     assert not out.exists()  # only the chief writes the run folder
+    # argparse's usage error: a code no supervisor restarts (our own commands' 2 is restarted).
+    monkeypatch.setenv("EXIT", "2")
+    assert run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1") == USAGE_EXIT
 
 
 def test_a_stopped_task_stops_its_script(tmp_path):

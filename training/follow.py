@@ -20,6 +20,8 @@ from training.tasklog import (
     DIVERGED_EXIT,
     DIVERGED_REASON,
     STARTUP_TIMEOUT_SIGNAL,
+    USAGE_EXIT,
+    USAGE_REASON,
     restart_counts,
 )
 
@@ -113,6 +115,8 @@ def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
         reason = f"chief {unit} was killed by signal {code} ({times})"
     elif code == str(DIVERGED_EXIT):
         reason = f"chief {unit}: {DIVERGED_REASON}"
+    elif code == str(USAGE_EXIT):
+        reason = f"chief {unit} {USAGE_REASON}"
     else:
         reason = f"chief {unit} {result or active} (exit code {code}, {times})"
     return "failed", reason, journal_tail(unit)

@@ -16,6 +16,9 @@ do on nodes:
 - does not restart a task that gave up waiting for the cluster to form
   (killed by its start-up watchdog with :data:`training.tasklog.STARTUP_TIMEOUT_SIGNAL`,
   as ``RestartPreventExitStatus`` on nodes): the run ends, naming the missing tasks;
+- does not restart a task whose loss diverged (:data:`training.tasklog.DIVERGED_EXIT`)
+  or that exited with a usage error (:data:`training.tasklog.USAGE_EXIT`, argparse's):
+  the same start would end the same way;
 - when a task fails once more than allowed, or the launcher is told to stop
   (SIGTERM, SIGINT, ``python -m training stop``), stops every task it started;
 - records its state in ``<run>/launcher.json`` for ``follow`` and ``stop``.
@@ -42,7 +45,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from training.progress import plural
-from training.tasklog import DIVERGED_EXIT, DIVERGED_REASON, STARTUP_TIMEOUT_SIGNAL
+from training.tasklog import (
+    DIVERGED_EXIT,
+    DIVERGED_REASON,
+    STARTUP_TIMEOUT_SIGNAL,
+    USAGE_EXIT,
+    USAGE_REASON,
+)
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +233,10 @@ class Launcher:
                 elif child.returncode == DIVERGED_EXIT:
                     outcome = "failed"
                     reason = f"task {child.name}: {DIVERGED_REASON}"
+                    grace = 0.0
+                elif child.returncode == USAGE_EXIT:
+                    outcome = "failed"
+                    reason = f"task {child.name} {USAGE_REASON}"
                     grace = 0.0
                 elif child.restarts < max_restarts:
                     child.restart_at = time.monotonic() + delay

@@ -46,6 +46,7 @@ from typing import Any
 
 from training.cluster import parse_tf_config
 from training.progress import PROGRESS_FILE, ProgressWriter
+from training.tasklog import USAGE_EXIT
 
 #: What ``RASPI_TF_*`` variables a script gets (see the module docstring).
 ENV_DATA_DIR = "RASPI_TF_DATA_DIR"
@@ -69,6 +70,8 @@ TF_LOG_LINE = re.compile(
 PR_SET_PDEATHSIG = 1
 #: Keras' line before each epoch's progress (fit with verbose 1 or 2).
 EPOCH_HEADER = re.compile(r"^Epoch \d+/\d+$")
+#: argparse's exit status for arguments a script does not take (``parser.error``).
+SCRIPT_USAGE_EXIT = 2
 
 
 class ScriptError(Exception):
@@ -169,7 +172,8 @@ def run_script(
         run_id: the run's name.
 
     Returns:
-        The script's exit code (128 + the signal's number when a signal ended it).
+        The script's exit code (128 + the signal's number when a signal ended
+        it), but :data:`~training.tasklog.USAGE_EXIT` for its 2, a usage error.
 
     Raises:
         ScriptError: see :func:`check_script`.
@@ -232,6 +236,8 @@ def run_script(
         if not is_chief:
             shutil.rmtree(out, ignore_errors=True)
     code = 128 - code if code < 0 else code
+    if code == SCRIPT_USAGE_EXIT:
+        code = USAGE_EXIT  # not restarted, where a 2 of our own commands is
     if writer and code == 0:
         metrics = {
             "run_id": run_id,

@@ -48,6 +48,18 @@ DIVERGED_REASON = (
     "training diverged (the loss became NaN or infinite), not restarted: it would diverge "
     "again. Fix: a lower learning_rate; its last lines give the epoch and the step size"
 )
+#: The exit status of a task whose script exited with 2, argparse's usage error
+#: (``parser.error``, an argument it does not take): ``EX_USAGE`` of BSD's
+#: sysexits.h. Our own commands exit 2 for bad input that a restart may mend
+#: (a node's backup not yet reachable), so a script's 2 is given this code.
+#: Supervisors do not restart it: the same arguments would be refused again.
+USAGE_EXIT = 64
+#: Why a run ended when a task exited with :data:`USAGE_EXIT` (after "task <name> ").
+USAGE_REASON = (
+    "ran a script that exited with code 2, a usage error (argparse's, for an argument it does "
+    "not take), not restarted: it would exit the same way. Fix: its last lines say what it "
+    "refused"
+)
 #: Seconds (at most a quarter of the timeout) between the watchdog's two probes.
 PROBE_MARGIN = 10.0
 
