@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -303,3 +305,75 @@ def test_prepare_writes_records_that_decode_to_the_standardised_rows(
         manifest,
         False,
     )
+
+
+def _iris_with(tmp_path: Path, **extra: list[str]) -> Path:
+    """Iris as CSV with ``extra`` columns first (name -> a cell per row), sorted by class."""
+    lines = write_iris_csv(tmp_path / "iris.csv").read_text().splitlines()
+    names = list(extra)
+    cells = [",".join(extra[n][i] for n in names) for i in range(len(lines) - 1)]
+    rows = [f"{c},{line}" for c, line in zip(cells, lines[1:], strict=True)]
+    return _write(tmp_path / "iris_more.csv", "\n".join([",".join([*names, lines[0]]), *rows]))
+
+
+def test_a_row_number_and_a_constant_column_are_warned_of_and_ignored_on_request(
+    tmp_path: Path, iris_csv: Path
+) -> None:
+    assert csv_file.plan(iris_csv, IRIS).warnings == []  # real measurements: nothing to say
+    ids = [str(100_000 + i) for i in range(150)]  # rises with the class: rows sorted by class
+    path = _iris_with(tmp_path, patient_id=ids, site=["3"] * 150, note=["seen"] * 150)
+    # A column of words is refused as a feature ...
+    assert "column 'note'" in _refusal(path)
+    # ... and goes with ignore_columns, its cells unread.
+    plan = csv_file.plan(path, Settings(label_column=IRIS_LABEL, ignore_columns=("note",)))
+    assert plan.input_shape == (6,)
+    assert plan.warnings == [
+        f"{path}: column 'patient_id' holds a different whole number in every row, as a row "
+        "number or an id does; a model can learn it by heart (rows sorted by class make it the "
+        "best feature), and it tells nothing of a new row. Fix: -e ignore_columns=patient_id if "
+        "it is one",
+        f"{path}: column 'site' holds 3 in every training row; it tells the classes nothing. "
+        "Fix: -e ignore_columns=site",
+    ]
+    ignore = ("note", "patient_id", "site")
+    plan = csv_file.plan(path, Settings(label_column=IRIS_LABEL, ignore_columns=ignore))
+    assert plan.warnings == [] and plan.input_shape == (4,)
+    assert plan.preprocessing["feature_columns"] == IRIS_FEATURES
+    assert plan.settings_used["ignore_columns"] == list(ignore)  # a dataset id of its own
+    assert "ignore_columns" not in csv_file.plan(iris_csv, IRIS).settings_used  # ids kept
+
+
+def test_ignore_columns_that_name_no_feature_are_refused(iris_csv: Path) -> None:
+    def refused(*names: str) -> str:
+        return _refusal(iris_csv, Settings(label_column=IRIS_LABEL, ignore_columns=names))
+
+    assert refused("sepal_lenght") == (
+        f"{iris_csv} has no column 'sepal_lenght' (ignore_columns); its columns: sepal_length, "
+        "sepal_width, petal_length, petal_width, species. Fix: -e ignore_columns=<some of them, "
+        "comma-separated>"
+    )
+    assert "names 'species', the label column of" in refused("species")
+    assert "ignore_columns leaves no feature column" in refused(*IRIS_FEATURES)
+    bad = Settings(label_column=IRIS_LABEL, ignore_columns=("",))
+    assert "ignore_columns=('',) is not a list of column names" in _refusal(iris_csv, bad)
+
+
+def test_prepare_data_takes_ignore_columns_and_prints_the_warnings(tmp_path: Path) -> None:
+    from training.cli import main
+
+    path = _iris_with(tmp_path, row=[str(i) for i in range(150)])
+    argv = ["prepare-data", "--dataset", str(path), "--cache-dir", str(tmp_path / "cache")]
+    argv += ["--label-column", IRIS_LABEL, "--shards", "2"]
+    for extra, warned in (([], ["row"]), (["--ignore-columns", " row , "], [])):
+        out = tmp_path / "out.json"
+        with out.open("w") as handle, contextlib.redirect_stdout(handle):
+            assert main([*argv, *extra]) == 0
+        result = json.loads(out.read_text())
+        assert [w.split("'")[1] for w in result["warnings"]] == warned
+        assert result["input_shape"] == [5 - len(extra) // 2]
+    # A photo folder does not read it: the usual warning that a setting is ignored.
+    message = datasets.ignored_settings("mnist_5k", Settings(ignore_columns=("row", "id")))
+    assert message == [
+        "ignore_columns=row,id is ignored: mnist_5k does not read it (only csv datasets do). "
+        "Fix: leave out ignore_columns, or give a dataset that reads it"
+    ]

@@ -574,6 +574,7 @@ def test_prepare_data_check_and_refusals(
         "classes": [str(d) for d in range(10)],
         "train_examples": 100,
         "test_examples": 20,
+        "warnings": [],
         "ignored_settings": [],
     }
     assert not (tmp_path / "c").exists()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import run_playbook
 from tests.imagefolder import CLASSES, write_image_folder
-from tests.tabular import write_iris_csv
+from tests.tabular import IRIS_FEATURES, write_iris_csv
 
 pytestmark = pytest.mark.integration
 
@@ -139,7 +139,7 @@ def test_the_same_folder_is_prepared_once_and_again_after_one_image_changes(work
 
 
 def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path: Path) -> None:
-    csv = write_iris_csv(work / "iris.csv")
+    csv = write_iris_csv(work / "iris.csv", row_numbers=True)  # a column that is no feature
     model = work / "elsewhere" / "my_model.py"
     model.parent.mkdir()
     model.write_text(MY_MODEL)
@@ -149,6 +149,7 @@ def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path
         runs,
         *("-e", f"dataset={csv}", "-e", "label_column=species", "-e", f"model={model}"),
         *("-e", "batch_size=8", "-e", "epochs=20", "-e", "learning_rate=0.01"),
+        *("-e", "ignore_columns=row"),
     )
     assert out.endswith("rc=0"), out[-3000:]
     assert f"{model} on iris (3 classes, 4 features; 120 train / 30 test" in out
@@ -159,4 +160,5 @@ def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path
     assert metrics["test_accuracy"] >= 0.85, metrics
     preprocessing = json.loads((run / "preprocessing.json").read_text())
     assert preprocessing["label_column"] == "species"
+    assert preprocessing["feature_columns"] == IRIS_FEATURES  # without the row numbers
     assert len(preprocessing["mean"]) == len(preprocessing["std"]) == 4

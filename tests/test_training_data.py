@@ -108,7 +108,7 @@ parser = argparse.ArgumentParser()
 sub = parser.add_subparsers(dest="command")
 p = sub.add_parser("prepare-data")
 for flag in ("--dataset", "--source", "--image-size", "--color-mode", "--test-fraction",
-             "--label-column"):
+             "--label-column", "--ignore-columns"):
     p.add_argument(flag)
 p.add_argument("--cache-dir", type=Path)
 p.add_argument("--skip-bad-images", action="store_true")
@@ -232,6 +232,7 @@ def test_site_yml_prepares_once_and_stages_each_host_its_shards(cluster: Path) -
     (cluster / "iris.csv").write_text("a,b,label\n1,2,x\n")
     settings = ["-e", "image_size=48x64", "-e", "color_mode=grayscale", "-e", "test_fraction=0.25"]
     settings += ["-e", "label_column=species", "-e", "skip_bad_images=true"]
+    settings += ["-e", '{"ignore_columns": ["row id", "site"]}']  # a list, as in an inventory
     # A relative path is taken from where ansible-playbook runs, not from the project.
     first = playbook(cluster, SITE, "--tags", "data", "-e", "dataset=iris.csv", *settings)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
@@ -240,7 +241,8 @@ def test_site_yml_prepares_once_and_stages_each_host_its_shards(cluster: Path) -
     expected = ["prepare-data", "--dataset", str(cluster / "iris.csv")]
     expected += ["--cache-dir", str(cluster / "cache"), "--image-size", "48x64"]
     expected += ["--color-mode", "grayscale", "--test-fraction", "0.25"]
-    expected += ["--label-column", "species", "--shards", "12", "--workers", "3"]
+    expected += ["--label-column", "species", "--ignore-columns", "row id,site"]
+    expected += ["--shards", "12", "--workers", "3"]
     expected += ["--skip-bad-images"]
     # site.yml's early check, then the preparation.
     assert calls == [[*expected, "--check"], expected]

@@ -614,6 +614,12 @@ def _prepare_flags(prep: argparse.ArgumentParser) -> None:
         "--label-column", default=d.label_column, help="the CSV column holding the class"
     )
     prep.add_argument(
+        "--ignore-columns",
+        type=_column_names,
+        default=d.ignore_columns,
+        help="CSV columns that are no features (a row number, an id), comma-separated",
+    )
+    prep.add_argument(
         "--shards", type=int, default=d.shards, help="training shard files (default %(default)s)"
     )
     prep.add_argument(
@@ -737,6 +743,7 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         test_fraction=args.test_fraction,
         skip_bad_images=args.skip_bad_images,
         label_column=args.label_column,
+        ignore_columns=args.ignore_columns,
         # Raised to the workers, not from a bad value: check_settings refuses that.
         shards=max(args.shards, args.workers) if args.shards >= 1 else args.shards,
         seed=datasets.DEFAULT_SEED,
@@ -761,6 +768,7 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
     return {
         "changed": written,
         "ignored_settings": datasets.ignored_settings(args.dataset, settings),
+        "warnings": list(manifest.warnings),
         "id": manifest.id,
         "dir": str(manifest.path),
         "kind": manifest.kind,
@@ -774,6 +782,11 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         "ignored_files": manifest.ignored_files,
         "bytes": manifest.bytes,
     }
+
+
+def _column_names(text: str) -> tuple[str, ...]:
+    """Comma-separated column names for argparse: ``"row_id, site"`` -> ``("row_id", "site")``."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
 def _photo_count(text: str) -> int:

@@ -357,7 +357,8 @@ def _prepare_again(run_dir: Path, data_dir: Path, dataset_id: str) -> str:
     return (
         f"{run_dir}: its dataset {dataset_id} is not in {data_dir} (removed?). Fix: prepare it "
         f"again, which trains nothing: ansible-playbook site.yml --tags data -e dataset={spec} "
-        "with the -e settings the run had (image_size, color_mode, test_fraction, label_column), "
+        "with the -e settings the run had (image_size, color_mode, test_fraction, label_column, "
+        "ignore_columns), "
         f"or python -m training prepare-data --dataset {spec} --cache-dir {data_dir} with the "
         f"same flags; it comes back as {dataset_id}. Then export again."
     )

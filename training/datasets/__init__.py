@@ -130,7 +130,14 @@ def resolve(spec: str) -> ModuleType:
 
 #: The :class:`Settings` fields a kind of dataset may read (its ``SETTINGS``); shards and
 #: seed every kind reads.
-KIND_SETTINGS = ("image_size", "color_mode", "test_fraction", "skip_bad_images", "label_column")
+KIND_SETTINGS = (
+    "image_size",
+    "color_mode",
+    "test_fraction",
+    "skip_bad_images",
+    "label_column",
+    "ignore_columns",
+)
 
 
 def ignored_settings(spec: str, settings: Settings) -> list[str]:
@@ -160,7 +167,10 @@ def ignored_settings(spec: str, settings: Settings) -> list[str]:
         value = getattr(settings, setting)
         if setting in reads or value == getattr(default, setting):
             continue
-        shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
+        if setting == "ignore_columns":
+            shown = ",".join(value)
+        else:
+            shown = "x".join(map(str, value)) if isinstance(value, tuple) else str(value).lower()
         if setting in unread:
             messages.append(
                 f"{setting}={shown} is ignored: {unread[setting]}. Fix: leave out {setting}"
@@ -301,10 +311,14 @@ def prepare(
         if not check_only:
             os.utime(prepared.path)  # used now: prune-data keeps the most recently used
         # Files that are not examples are no part of the id: count them as they are now.
-        return dataclasses.replace(prepared, ignored_files=plan.ignored_files), False
+        found = dataclasses.replace(
+            prepared, ignored_files=plan.ignored_files, warnings=tuple(plan.warnings)
+        )
+        return found, False
     if check_only:
         return None, False
-    return write_prepared(plan, settings, cache_dir), True
+    written = write_prepared(plan, settings, cache_dir)
+    return dataclasses.replace(written, warnings=tuple(plan.warnings)), True
 
 
 def describe(spec: str, settings: Settings, source: Path | None = None) -> dict[str, Any]:
@@ -317,10 +331,11 @@ def describe(spec: str, settings: Settings, source: Path | None = None) -> dict[
     Returns:
         The keys of a prepared dataset's ``prepare-data`` output that need no
         decoding: ``input_shape`` (list of int), ``classes`` (list of str),
-        ``train_examples`` and ``test_examples`` (int), e.g. ``{"input_shape":
-        [64, 64, 3], "classes": ["cat", "dog"], "train_examples": 72,
-        "test_examples": 18}``. The counts are upper bounds: a file that does
-        not decode is found only when the dataset is prepared.
+        ``train_examples`` and ``test_examples`` (int), ``warnings`` (list of
+        str), e.g. ``{"input_shape": [64, 64, 3], "classes": ["cat", "dog"],
+        "train_examples": 72, "test_examples": 18, "warnings": []}``. The
+        counts are upper bounds: a file that does not decode is found only
+        when the dataset is prepared.
 
     Raises:
         DatasetError: as :func:`prepare` (an unknown spec, bad settings, no dataset).
@@ -333,6 +348,7 @@ def describe(spec: str, settings: Settings, source: Path | None = None) -> dict[
         "classes": list(plan.classes),
         "train_examples": len(plan.train),
         "test_examples": len(plan.test),
+        "warnings": list(plan.warnings),
     }
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class Settings:
         skip_bad_images: leave out images that do not decode (counted and
             named in the manifest) instead of refusing the dataset.
         label_column: the CSV column that holds the class.
+        ignore_columns: CSV columns that are no features (a row number, an
+            id, a timestamp): left out of the model's input, their cells
+            not read.
         shards: number of training shard files, at least the number of workers.
         seed: seed of the split and of the shard assignment.
     """
@@ -68,6 +71,7 @@ class Settings:
     test_fraction: float = 0.2
     skip_bad_images: bool = False
     label_column: str = "label"
+    ignore_columns: tuple[str, ...] = ()
     shards: int = 12
     seed: int = DEFAULT_SEED
 
@@ -97,6 +101,8 @@ class Plan:
             hidden files), counted.
         source: where the dataset comes from, for the manifest and messages
             (empty: the user's spec).
+        warnings: what the user should look at before trusting the model,
+            each with its fix (a CSV column that reads as a row number).
     """
 
     name: str
@@ -113,6 +119,7 @@ class Plan:
     preprocessing: dict[str, Any]
     ignored_files: int = 0
     source: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 def test_fraction_problem(fraction: object) -> str | None:

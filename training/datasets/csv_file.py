@@ -10,14 +10,21 @@ Quoting follows Python's default ``excel`` dialect. Header names are stripped
 of surrounding spaces; blank lines are skipped.
 
 Columns: ``label_column`` (``-e label_column=...``, default ``label``) holds
-the class of each row, as class names or as integers; every other column is a
-numeric feature. Each feature cell must be a finite number (``float`` syntax:
-``3``, ``-0.5``, ``1e-3``); an empty cell, text, ``nan`` or ``inf`` is
-refused, naming the file, the line (1-based, the header is line 1) and the
-column.
+the class of each row, as class names or as integers; ``ignore_columns``
+(``-e ignore_columns=row_id,site``) are no features and their cells are not
+read; every other column is a numeric feature. Each feature cell must be a
+finite number (``float`` syntax: ``3``, ``-0.5``, ``1e-3``); an empty cell,
+text, ``nan`` or ``inf`` is refused, naming the file, the line (1-based, the
+header is line 1) and the column.
 
 Input shape: ``(n_features,)`` float32, the features in the file's column
-order without the label column. Class names: the distinct labels sorted,
+order without the label column and the ignored ones.
+
+Warnings (the run goes on): a feature column holding a different whole
+number in every row of at least :data:`ID_ROWS` rows reads as a row number
+or an id, which a model can learn by heart (rows sorted by class make it
+the best feature) while it tells nothing of a new row; a column with one
+value in every training row tells the classes nothing. Class names: the distinct labels sorted,
 numerically when every label is a whole number (``"2"`` or ``"2.0"``, named
 ``"2"``, before ``"10"``), as strings otherwise; label ``i`` is ``classes[i]``.
 
@@ -53,7 +60,7 @@ from training.datasets._base import test_fraction_problem
 
 KIND = "csv"
 #: The settings this kind reads (the protocol in :mod:`training.datasets._base`).
-SETTINGS = ("label_column", "test_fraction")
+SETTINGS = ("label_column", "ignore_columns", "test_fraction")
 
 #: Delimiters the sniffer chooses among.
 DELIMITERS = ",;\t"
@@ -61,6 +68,8 @@ DELIMITERS = ",;\t"
 SNIFF_LINES = 20
 #: Bad cells or lines a refusal lists (the count covers all of them).
 LISTED = 5
+#: Rows from which a column with a different whole number in each reads as a row number or id.
+ID_ROWS = 20
 #: A number written with a decimal comma (``5,1``), as spreadsheets of many locales save it.
 DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
 
@@ -156,7 +165,9 @@ def _read_rows(path: Path, data: bytes) -> tuple[list[str], list[tuple[int, list
     return header, rows
 
 
-def _check_header(path: Path, header: list[str], label_column: str) -> None:
+def _check_header(
+    path: Path, header: list[str], label_column: str, ignore_columns: tuple[str, ...]
+) -> None:
     columns = ", ".join(header)
     unnamed = [str(i + 1) for i, name in enumerate(header) if not name]
     if unnamed:
@@ -175,17 +186,39 @@ def _check_header(path: Path, header: list[str], label_column: str) -> None:
             f"{path} has no column {label_column!r} (label_column); its columns: {columns}. "
             "Fix: -e label_column=<one of them>"
         )
+    unknown = [name for name in ignore_columns if name not in header]
+    if unknown:
+        raise DatasetError(
+            f"{path} has no column {', '.join(map(repr, unknown))} (ignore_columns); its "
+            f"columns: {columns}. Fix: -e ignore_columns=<some of them, comma-separated>"
+        )
+    if label_column in ignore_columns:
+        raise DatasetError(
+            f"ignore_columns names {label_column!r}, the label column of {path}: its classes "
+            "are what the model learns. Fix: leave it out of ignore_columns"
+        )
     if len(header) < 2:
         raise DatasetError(
             f"{path} has only the label column {label_column!r}; no feature column. "
             "Fix: add numeric feature columns, or point label_column at the class column"
         )
+    if len(header) - 1 - len(set(ignore_columns)) < 1:
+        raise DatasetError(
+            f"{path}: ignore_columns leaves no feature column (columns: {columns}). "
+            "Fix: leave the numeric feature columns out of ignore_columns"
+        )
 
 
 def _parse(
-    path: Path, header: list[str], rows: list[tuple[int, list[str]]], label_column: str
+    path: Path,
+    header: list[str],
+    rows: list[tuple[int, list[str]]],
+    label_column: str,
+    ignore_columns: tuple[str, ...],
 ) -> tuple[np.ndarray, list[str]]:
     """The float64 features (n, n_features) and the raw label of every row.
+
+    The cells of ``ignore_columns`` are not read.
 
     Raises:
         DatasetError: ragged rows (listed by line), and cells of the other rows
@@ -204,7 +237,9 @@ def _parse(
         )
         rows = [(line, cells) for line, cells in rows if len(cells) == len(header)]
     label_at = header.index(label_column)
-    feature_at = [i for i in range(len(header)) if i != label_at]
+    feature_at = [
+        i for i, name in enumerate(header) if i != label_at and name not in ignore_columns
+    ]
     x = np.empty((len(rows), len(feature_at)), dtype=np.float64)
     labels: list[str] = []
     bad: list[str] = []
@@ -343,18 +378,62 @@ def _classes(labels: list[str]) -> tuple[list[str], np.ndarray]:
     return [str(v) for v in values], np.array([index_of[n] for n in numbers], dtype=np.int64)
 
 
+def column_warnings(
+    path: Path, feature_columns: list[str], x: np.ndarray, train: list[int]
+) -> list[str]:
+    """Feature columns a model learns nothing true from, each with the fix.
+
+    Args:
+        path: the CSV file, for the messages.
+        feature_columns: the names of ``x``'s columns.
+        x: float64 features, shape (rows, len(feature_columns)).
+        train: the training split's row indices.
+
+    Returns:
+        One sentence per column holding a different whole number in every row
+        (at least :data:`ID_ROWS` rows), as a row number or an id does, and
+        per column with one value in every training row.
+    """
+    found = []
+    for j, name in enumerate(feature_columns):
+        column = x[:, j]
+        if (
+            len(column) >= ID_ROWS
+            and np.array_equal(column, np.round(column))
+            and len(np.unique(column)) == len(column)
+        ):
+            found.append(
+                f"{path}: column {name!r} holds a different whole number in every row, as a row "
+                "number or an id does; a model can learn it by heart (rows sorted by class make "
+                "it the best feature), and it tells nothing of a new row. Fix: -e "
+                f"ignore_columns={name} if it is one"
+            )
+        elif train and np.ptp(column[train]) == 0:
+            found.append(
+                f"{path}: column {name!r} holds {column[train[0]]:g} in every training row; it "
+                f"tells the classes nothing. Fix: -e ignore_columns={name}"
+            )
+    return found
+
+
 def validate_settings(settings: Settings) -> None:
     """Check the settings this kind of dataset uses, all at once.
 
     Raises:
         DatasetError: naming each bad variable (``label_column``,
-            ``test_fraction``), its value and the fix.
+            ``ignore_columns``, ``test_fraction``), its value and the fix.
     """
     problems = []
     if not isinstance(settings.label_column, str) or not settings.label_column.strip():
         problems.append(
             f"label_column={settings.label_column!r} is not a column name. "
             "Fix: -e label_column=<the CSV column that holds the class>"
+        )
+    ignore = settings.ignore_columns
+    if not isinstance(ignore, tuple) or not all(isinstance(c, str) and c.strip() for c in ignore):
+        problems.append(
+            f"ignore_columns={ignore!r} is not a list of column names. "
+            "Fix: -e ignore_columns=row_id,site (names of the CSV's header, comma-separated)"
         )
     fraction = test_fraction_problem(settings.test_fraction)
     if fraction:
@@ -403,10 +482,11 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
         ) from None
     header, rows = _read_rows(path, data)
     label_column = settings.label_column
-    _check_header(path, header, label_column)
+    ignore_columns = settings.ignore_columns
+    _check_header(path, header, label_column, ignore_columns)
     if not rows:
         raise DatasetError(f"{path} has a header and no rows. Fix: one row per example")
-    x, raw_labels = _parse(path, header, rows, label_column)
+    x, raw_labels = _parse(path, header, rows, label_column, ignore_columns)
     _check_labels(path, header, rows, raw_labels, label_column)
     classes, labels = _classes(raw_labels)
     if len(classes) < 2:
@@ -416,6 +496,10 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
             "label_column=<the column that holds the class>"
         )
     train, test = split(labels, settings.test_fraction, settings.seed)
+    feature_columns = [
+        name for name in header if name != label_column and name not in ignore_columns
+    ]
+    warnings = column_warnings(path, feature_columns, x, train)
     mean = x[train].mean(axis=0)
     std = x[train].std(axis=0)
     std[std == 0] = 1.0
@@ -425,13 +509,15 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
     def load(item: Any) -> tuple[np.ndarray, int]:
         return features[item], int(labels[item])
 
-    feature_columns = [name for name in header if name != label_column]
+    settings_used: dict[str, Any] = {"label_column": label_column}
+    if ignore_columns:  # only then: the ids of datasets prepared without it stay as they are
+        settings_used["ignore_columns"] = list(ignore_columns)
     return Plan(
         name=slug(path.stem),
         kind=KIND,
         digest=hashlib.sha256(data).hexdigest(),
         settings_used={
-            "label_column": label_column,
+            **settings_used,
             "test_fraction": settings.test_fraction,
             "seed": settings.seed,
         },
@@ -450,4 +536,5 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
             "std": std.tolist(),
             "classes": classes,
         },
+        warnings=warnings,
     )

@@ -112,6 +112,9 @@ class Manifest:
         preprocessing: what a prediction must do to raw input.
         prepared: when it was prepared, ISO 8601 in UTC.
         path: the folder holding ``dataset.json`` and the shards.
+        warnings: the plan's warnings (:class:`~training.datasets.Plan`),
+            given again by each prepare from the source as it is now; not
+            written to ``dataset.json``.
     """
 
     id: str
@@ -133,6 +136,7 @@ class Manifest:
     preprocessing: dict[str, Any]
     prepared: str
     path: Path = field(compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def train_files(self, worker_index: int, num_workers: int) -> list[ShardFile]:
         """The train shards worker ``worker_index`` of ``num_workers`` reads.
