@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ROOT, check_mode_says
 from training import datasets
 from training.progress import describe, read_events
-from training.script import ScriptError, check_script, run_script, split_args
+from training.script import ScriptError, check_script, local_modules, run_script, split_args
 from training.tasklog import USAGE_EXIT
 
 SHOW_ENV = """
@@ -202,3 +202,26 @@ def test_check_mode_says_the_script_would_run_not_a_model(tmp_path):
         "examples/multi_worker_script.py on mnist_5k, multi_worker_mirrored over worker-0, "
         "worker-1." in text
     ), text[-2000:]
+
+
+def test_the_modules_beside_a_script_that_it_imports_go_with_it(tmp_path):
+    (tmp_path / "mydata.py").write_text("import numpy\nfrom shapes import SHAPE\n")
+    (tmp_path / "shapes.py").write_text("SHAPE = (28, 28)\n")
+    (tmp_path / "utils" / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "io.py", "sub/__init__.py"):
+        (tmp_path / "utils" / name).write_text("from . import io\n")
+    (tmp_path / "utils" / "__pycache__").mkdir()
+    (tmp_path / "utils" / "__pycache__" / "io.cpython-311.py").write_text("")
+    (tmp_path / "unused.py").write_text("")
+    (tmp_path / "notes").mkdir()  # a folder of that name, but no package
+    script = _script(tmp_path, "import os, mydata\nfrom utils.io import x\nimport notes\n")
+    assert local_modules(script) == [
+        "mydata.py",
+        "shapes.py",  # imported by mydata.py
+        "utils/__init__.py",
+        "utils/io.py",
+        "utils/sub/__init__.py",
+    ]
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert local_modules(_script(alone, "import tensorflow, mydata\n")) == []

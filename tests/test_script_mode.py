@@ -45,8 +45,10 @@ def test_the_example_script_trains_on_two_local_workers_and_its_model_comes_back
 
 
 def test_a_script_failing_at_every_start_ends_the_run_at_the_restart_limit(tmp_path):
+    # The failure comes from a module beside the script: it went with the script.
+    (tmp_path / "camera.py").write_text("raise RuntimeError('no camera on this node')\n")
     script = tmp_path / "broken.py"
-    script.write_text("import tensorflow as tf\nraise RuntimeError('no camera on this node')\n")
+    script.write_text("import tensorflow as tf\nimport camera\n")
     runs = tmp_path / "runs"
     result = _train(
         runs,
@@ -59,6 +61,19 @@ def test_a_script_failing_at_every_start_ends_the_run_at_the_restart_limit(tmp_p
     assert "RuntimeError: no camera on this node" in text  # the task's last log lines
     record = json.loads((runs / "latest" / "run.json").read_text())
     assert record["state"] == "failed"
+    assert (runs / "latest" / "script" / "camera.py").is_file()
+
+
+def test_a_script_refusing_its_arguments_is_not_restarted(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
+    runs = tmp_path / "runs"
+    result = _train(runs, "-e", f"script={script}", "-e", "script_args='--lr 0.01'")
+    text = " ".join(result.stdout.split())
+    assert result.returncode != 0
+    assert "ran a script that exited with code 2, a usage error" in text, text[-3000:]
+    assert "error: unrecognized arguments: --lr 0.01" in text  # its last lines
+    assert "restart 1 of" not in (runs / "latest" / "logs" / "launcher.log").read_text()
 
 
 def test_a_keras_3_script_is_refused_before_anything_starts(tmp_path):

@@ -6,6 +6,7 @@ Commands:
   it, the whole run in one process).
 - ``prepare-data``: prepare a dataset's shards on the control node; one JSON object.
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
+- ``script-modules``: the modules beside a script that it imports, which go with it, as JSON.
 - ``models``: list the registered models, or check a ``-e model=`` value (``--check``).
 - ``runs``: the ids of a runs folder's newest runs, as JSON (the refusals of an unknown run).
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
@@ -204,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = sub.add_parser("train", help="run this process's task of a run")
     _train_flags(train)
+
+    modules = sub.add_parser(
+        "script-modules",
+        help="the modules beside a script that it imports, which go with it, as JSON",
+    )
+    modules.add_argument("--script", required=True, type=Path, help="the script's path")
 
     check = sub.add_parser("check", help="validate TF_CONFIG, model and dataset; start nothing")
     _train_flags(check)
@@ -906,6 +913,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "check":
         return _check(args)
+    if args.command == "script-modules":
+        from training.script import local_modules
+
+        print(json.dumps(local_modules(args.script)))
+        return 0
     if args.command == "prepare-data":
         print(json.dumps(_prepare_data(args)))
         return 0

@@ -1,4 +1,4 @@
-"""Script mode: a user's own single-file TensorFlow script as every task of a run.
+"""Script mode: a user's own TensorFlow script as every task of a run.
 
 ``python -m training train --script train.py`` is what each task's unit (or
 the local launcher) starts when ``train.yml`` gets ``-e script=/path/to/train.py``:
@@ -19,6 +19,9 @@ expects, plus where the data and the outputs are:
   too, but only the chief's copy is kept, as in TensorFlow's tutorial);
 - ``RASPI_TF_RUN_ID``, ``RASPI_TF_TASK`` (``worker-1``), ``RASPI_TF_IS_CHIEF``
   (``1`` or ``0``).
+
+The run takes the script and the modules it imports from its own folder
+(:func:`local_modules`); each task runs that copy.
 
 The script's output goes to the task's log line by line; on the chief each
 line is also a ``log`` progress event, which ``train.yml`` shows while the
@@ -130,6 +133,56 @@ def check_script(path: Path) -> None:
                 "multi-worker strategies do not train; fix: import tf_keras as keras, or use "
                 "tf.keras (tasks set TF_USE_LEGACY_KERAS=1)"
             )
+
+
+def _imported(path: Path) -> set[str]:
+    """The top-level names of the absolute imports in ``path`` (``a`` of ``import a.b``)."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (SyntaxError, UnicodeDecodeError):
+        return set()  # a module that does not parse fails as it would on the control node
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def local_modules(path: Path) -> list[str]:
+    """The modules beside script ``path`` that it imports, as paths relative to its folder.
+
+    A script runs with its folder first on ``sys.path``, so ``import mydata``
+    finds ``mydata.py`` beside it, and ``from utils.io import x`` the package
+    folder ``utils/``. Each task runs the run's copy of the script, so these go
+    with it: a module file, or every ``.py`` file of a package folder (one
+    with ``__init__.py``), and what they import from the same folder in turn.
+    Data files do not: a script reads the staged dataset
+    (``RASPI_TF_DATA_DIR``).
+
+    Returns:
+        Sorted POSIX paths, e.g. ``["mydata.py", "utils/__init__.py",
+        "utils/io.py"]``; [] for a script that imports nothing beside it.
+    """
+    root = path.parent
+    found: set[str] = set()
+    todo = [path]
+    while todo:
+        for name in sorted(_imported(todo.pop())):
+            module, package = root / f"{name}.py", root / name
+            if module.is_file():
+                files = [module]
+            elif (package / "__init__.py").is_file():
+                files = sorted(f for f in package.rglob("*.py") if "__pycache__" not in f.parts)
+            else:
+                continue  # installed, or not there: the task's import says which
+            for file in files:
+                relative = file.relative_to(root).as_posix()
+                if relative not in found and file != path:
+                    found.add(relative)
+                    todo.append(file)
+    return sorted(found)
 
 
 def script_env(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,10 +22,15 @@ def node(name: str):
 
 def test_the_example_script_trains_on_three_nodes_and_its_model_comes_back() -> None:
     runs = EPHEMERAL / "script-runs"
+    # A script that imports the example, a module beside it: both go to every node.
+    project = EPHEMERAL / "my-project"
+    project.mkdir(exist_ok=True)
+    shutil.copy(PROJECT / "examples" / "multi_worker_script.py", project)
+    (project / "train.py").write_text("import multi_worker_script  # noqa: F401, it trains\n")
     result = subprocess.run(
         [
             *("ansible-playbook", "-i", INVENTORY, str(PROJECT / "playbooks" / "train.yml")),
-            *("-e", f"script={PROJECT / 'examples' / 'multi_worker_script.py'}"),
+            *("-e", f"script={project / 'train.py'}"),
             *("-e", "script_args='--epochs 2 --batch-size 32'"),
             *("-e", f"training_run_runs_dir={runs}", "-e", "training_run_id=script-mwms"),
         ],
@@ -38,12 +44,13 @@ def test_the_example_script_trains_on_three_nodes_and_its_model_comes_back() -> 
     assert result.returncode == 0, result.stdout[-4000:]
     run = runs / "script-mwms"
     metrics = json.loads((run / "metrics.json").read_text())
-    assert metrics["script"] == "multi_worker_script.py"
+    assert metrics["script"] == "train.py"
     assert metrics["tasks"] == ["worker-0", "worker-1", "worker-2"]
     assert (run / "model.keras").stat().st_size > 10_000
     assert json.loads((run / "test.json").read_text())["test_accuracy"] >= 0.85
     assert {p.stem for p in (run / "logs").glob("*.log")} >= {"worker-0", "worker-1", "worker-2"}
-    # Each node ran its copy of the script, which belongs to the training user, not root.
+    # Each node ran its copy of the script and its module, the training user's, not root's.
     for name in ("node1", "node2", "node3"):
-        copy = node(name).file("/var/lib/raspi-tf/runs/script-mwms/script/multi_worker_script.py")
-        assert copy.exists and copy.user == "raspi-tf", name
+        for file in ("train.py", "multi_worker_script.py"):
+            copy = node(name).file(f"/var/lib/raspi-tf/runs/script-mwms/script/{file}")
+            assert copy.exists and copy.user == "raspi-tf", (name, file)
