@@ -377,3 +377,18 @@ def test_prepare_data_takes_ignore_columns_and_prints_the_warnings(tmp_path: Pat
         "ignore_columns=row,id is ignored: mnist_5k does not read it (only csv datasets do). "
         "Fix: leave out ignore_columns, or give a dataset that reads it"
     ]
+
+
+def test_a_test_fraction_in_percent_is_refused_with_the_fix(
+    iris_csv: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from training.cli import main
+
+    argv = ["prepare-data", "--dataset", str(iris_csv), "--cache-dir", str(tmp_path)]
+    with pytest.raises(SystemExit) as exit_:
+        main([*argv, "--test-fraction", "20%"])
+    assert exit_.value.code == 2
+    assert (
+        "test_fraction=20% is not a number, and a share is written as a fraction here, not a "
+        "percentage. Fix: -e test_fraction=0.2"
+    ) in capsys.readouterr().err

@@ -608,7 +608,7 @@ def _prepare_flags(prep: argparse.ArgumentParser) -> None:
     )
     prep.add_argument(
         "--test-fraction",
-        type=float,
+        type=_test_fraction,
         default=d.test_fraction,
         help="share of each class held out for the test split (default %(default)s)",
     )
@@ -669,6 +669,23 @@ def _image_size(text: str) -> tuple[int, int]:
             "-e image_size=96x128 (height x width)"
         )
     return (sizes[0], sizes[-1])
+
+
+def _test_fraction(text: str) -> float:
+    """``0.2`` -> 0.2 for argparse; a percentage or a word is refused with the fix.
+
+    The range is checked with the other settings
+    (:func:`training.datasets._base.test_fraction_problem`).
+    """
+    try:
+        return float(text)
+    except ValueError:
+        percent = text.strip().endswith("%")
+        raise argparse.ArgumentTypeError(
+            f"test_fraction={text} is not a number"
+            + (", and a share is written as a fraction here, not a percentage" if percent else "")
+            + ". Fix: -e test_fraction=0.2 (a fifth of each class held out for the test)"
+        ) from None
 
 
 def _check(args: argparse.Namespace) -> int:
