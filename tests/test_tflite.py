@@ -473,6 +473,17 @@ def test_check_mode_says_what_would_be_classified_and_refuses_what_predict_would
     assert check_inputs(images, "r1", camera=0, frames=5) == "would classify 5 frames of camera 0"
 
 
+def test_a_variant_in_other_letters_is_refused_with_its_spelling():
+    from training.predict import PredictError, variant_file
+
+    assert variant_file("int8") == "model-int8.tflite"
+    for given, meant in (("INT8", "int8"), ("dynamic-int8", "dynamic_int8")):
+        with pytest.raises(PredictError, match=rf"fix: -e variant={meant}$"):
+            variant_file(given)
+    with pytest.raises(PredictError, match=r"fix: pick one$"):
+        variant_file("int16")
+
+
 def test_a_count_of_frames_without_a_camera_is_refused_not_ignored():
     from training.predict import PredictError, check_frames
 

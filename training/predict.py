@@ -189,8 +189,10 @@ def variant_file(variant: str) -> str:
         PredictError: ``variant`` is not one of :data:`training.tflite.VARIANT_FILES`.
     """
     if variant not in VARIANT_FILES:
+        meant = variant.strip().lower().replace("-", "_")
+        fix = f"-e variant={meant}" if meant in VARIANT_FILES else "pick one"
         raise PredictError(
-            f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: pick one"
+            f"variant {variant!r} is not one of {', '.join(VARIANT_FILES)}; fix: {fix}"
         )
     return VARIANT_FILES[variant]
 
