@@ -184,8 +184,9 @@ def test_a_scripts_run_names_the_script_and_what_it_wrote(tmp_path: Path) -> Non
     folder = run_folder(tmp_path, metrics | {"outputs": ["mine.keras"]}, record)
     assert lines(folder) == [
         f"run           {RUN_ID}",
-        "script        train_mine.py on mnist_5k (10 classes, 28x28; 4000 train / 1000 test "
-        "images)",
+        "script        train_mine.py",
+        "staged data   mnist_5k (10 classes, 28x28; 4000 train / 1000 test images), in "
+        "RASPI_TF_DATA_DIR",
         "tasks         worker-0",
         "wall time     42.0 s for the chief's script",
         "recovery      none (no task restarted)",

@@ -34,7 +34,7 @@ def test_the_example_script_trains_on_two_local_workers_and_its_model_comes_back
     assert json.loads((latest / "test.json").read_text())["test_accuracy"] >= 0.85
     assert (latest / "script" / "multi_worker_script.py").is_file()
     text = " ".join(result.stdout.split())
-    assert "script multi_worker_script.py on mnist_5k" in text
+    assert "script multi_worker_script.py - staged data mnist_5k (10 classes" in text
     # The chief's lines are its progress events, which follow shows as they come.
     events = read_events(latest / "progress.jsonl")
     assert any(e["event"] == "log" and "test accuracy 0." in e["line"] for e in events)

@@ -233,14 +233,20 @@ def script_lines(
     """The summary of a run of a user's script (:mod:`training.script`), one fact a line.
 
     Returns:
-        The lines: run, script, tasks, wall time, recovery, results.
+        The lines: run, script, the staged dataset, tasks, wall time, recovery,
+        results.
     """
     m = metrics
     data = record.get("data") or {}
     outputs = ", ".join(m.get("outputs") or []) or "the script wrote no file"
     return [
         _line("run", str(record.get("run_id") or m.get("run_id") or Path(run_dir).name)),
-        _line("script", f"{m['script']} on {dataset_text(data, record.get('dataset', ''))}"),
+        _line("script", m["script"]),
+        # Staged for the script, which may read it or its own data: not "trained on".
+        _line(
+            "staged data",
+            f"{dataset_text(data, record.get('dataset', ''))}, in RASPI_TF_DATA_DIR",
+        ),
         _line("tasks", ", ".join(m["tasks"])),
         _line("wall time", f"{m['wall_seconds']:.1f} s for the chief's script"),
         _line("recovery", _recovery(Path(run_dir), m)),
