@@ -222,6 +222,13 @@ def test_the_modules_beside_a_script_that_it_imports_go_with_it(tmp_path):
         "utils/io.py",
         "utils/sub/__init__.py",
     ]
+    # What goes along is checked as the script is, naming the module's line.
+    (tmp_path / "shapes.py").write_text("import keras\n")
+    with pytest.raises(ScriptError, match=r"shapes.py line 1: imports Keras 3 \(keras\)"):
+        check_script(script)
+    (tmp_path / "shapes.py").write_text("def f(:\n")
+    with pytest.raises(ScriptError, match=r"shapes.py line 1: invalid syntax"):
+        check_script(script)
     alone = tmp_path / "alone"
     alone.mkdir()
     assert local_modules(_script(alone, "import tensorflow, mydata\n")) == []

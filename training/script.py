@@ -97,20 +97,29 @@ def split_args(text: str) -> list[str]:
 
 
 def check_script(path: Path) -> None:
-    """Refuse a script that is not a file, does not parse, or imports Keras 3.
+    """Refuse a script, or a module it takes along, that does not parse or imports Keras 3.
 
     ``import keras`` and ``from keras ...`` give Keras 3, whose models do not
     train under tf.distribute's multi-worker strategies; tf-keras (``import
     tf_keras as keras``, or ``tf.keras`` with ``TF_USE_LEGACY_KERAS=1``,
-    which every task sets) does.
+    which every task sets) does. The modules are those that go with the
+    script (:func:`local_modules`).
 
     Raises:
-        ScriptError: naming the file, the line and the fix.
+        ScriptError: a script that is not a file, or naming the file, the
+            line and the fix.
     """
     if not path.is_file():
         raise ScriptError(
             f"{path} is not a file; fix: give -e script=<a .py file on the control node>"
         )
+    _check_source(path)
+    for module in local_modules(path):
+        _check_source(path.parent / module)
+
+
+def _check_source(path: Path) -> None:
+    """Refuse a Python file that does not parse or imports Keras 3 (:func:`check_script`)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as e:
@@ -158,8 +167,9 @@ def local_modules(path: Path) -> list[str]:
     folder ``utils/``. Each task runs the run's copy of the script, so these go
     with it: a module file, or every ``.py`` file of a package folder (one
     with ``__init__.py``), and what they import from the same folder in turn.
-    Data files do not: a script reads the staged dataset
-    (``RASPI_TF_DATA_DIR``).
+    Only import statements are read: a module loaded by name as the script
+    runs (``importlib.import_module("plugin")``) does not go. Data files do
+    not either: a script reads the staged dataset (``RASPI_TF_DATA_DIR``).
 
     Returns:
         Sorted POSIX paths, e.g. ``["mydata.py", "utils/__init__.py",
