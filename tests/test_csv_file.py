@@ -156,7 +156,8 @@ def test_a_label_column_on_a_feature_points_at_the_column_of_words(iris_csv: Pat
     message = _refusal(iris_csv, Settings(label_column="petal_width"))
     assert "line 2, column 'species': 'setosa' is not a finite number" in message
     assert message.endswith(
-        "Column 'species' holds words in every row: if it holds the class, -e label_column=species"
+        "Column 'species' holds words in every row: if it is no feature, -e "
+        "ignore_columns=species; if it holds the class, -e label_column=species"
     )
     # Words in some rows only are damaged cells: no hint.
     assert "holds words" not in _refusal(
@@ -330,16 +331,21 @@ def test_a_row_number_and_a_constant_column_are_warned_of_and_ignored_on_request
     assert plan.warnings == [
         f"{path}: column 'patient_id' holds a different whole number in every row, as a row "
         "number or an id does; a model can learn it by heart (rows sorted by class make it the "
-        "best feature), and it tells nothing of a new row. Fix: -e ignore_columns=patient_id if "
-        "it is one",
+        "best feature), and it tells nothing of a new row. Fix: -e ignore_columns=note,patient_id "
+        "if it is one",  # the columns ignored already stay in each fix
         f"{path}: column 'site' holds 3 in every training row; it tells the classes nothing. "
-        "Fix: -e ignore_columns=site",
+        "Fix: -e ignore_columns=note,site",
     ]
     ignore = ("note", "patient_id", "site")
     plan = csv_file.plan(path, Settings(label_column=IRIS_LABEL, ignore_columns=ignore))
     assert plan.warnings == [] and plan.input_shape == (4,)
     assert plan.preprocessing["feature_columns"] == IRIS_FEATURES
     assert plan.settings_used["ignore_columns"] == list(ignore)  # a dataset id of its own
+    # The same set in another order, or with a name twice, is the same dataset.
+    again = Settings(label_column=IRIS_LABEL, ignore_columns=("site", "note", "patient_id", "site"))
+    assert csv_file.plan(path, again).settings_used == plan.settings_used
+    # A fix is given as a shell takes it, a name with a space quoted.
+    assert csv_file.ignore_flag(("site",), "row id") == "-e 'ignore_columns=site,row id'"
     assert "ignore_columns" not in csv_file.plan(iris_csv, IRIS).settings_used  # ids kept
 
 

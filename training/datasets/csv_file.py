@@ -50,6 +50,7 @@ import hashlib
 import io
 import math
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,8 @@ def _parse(
         # A column of words in every row is a class column, not a damaged feature.
         words = [header[i] for i, n in text_cells.items() if rows and n == len(rows)]
         hint = (
-            f" Column {words[0]!r} holds words in every row: if it holds the class, "
+            f" Column {words[0]!r} holds words in every row: if it is no feature, "
+            f"{ignore_flag(ignore_columns, *words)}; if it holds the class, "
             f"-e label_column={words[0]}"
             if words
             else ""
@@ -378,8 +380,21 @@ def _classes(labels: list[str]) -> tuple[list[str], np.ndarray]:
     return [str(v) for v in values], np.array([index_of[n] for n in numbers], dtype=np.int64)
 
 
+def ignore_flag(ignore_columns: tuple[str, ...], *more: str) -> str:
+    """``-e ignore_columns=...`` naming the columns ignored already and ``more``, for a shell.
+
+    ``ignore_flag(("site",), "row id")`` -> ``-e 'ignore_columns=site,row id'``.
+    """
+    names = ",".join(dict.fromkeys([*ignore_columns, *more]))
+    return f"-e {shlex.quote(f'ignore_columns={names}')}"
+
+
 def column_warnings(
-    path: Path, feature_columns: list[str], x: np.ndarray, train: list[int]
+    path: Path,
+    feature_columns: list[str],
+    x: np.ndarray,
+    train: list[int],
+    ignore_columns: tuple[str, ...] = (),
 ) -> list[str]:
     """Feature columns a model learns nothing true from, each with the fix.
 
@@ -388,6 +403,7 @@ def column_warnings(
         feature_columns: the names of ``x``'s columns.
         x: float64 features, shape (rows, len(feature_columns)).
         train: the training split's row indices.
+        ignore_columns: the columns ignored already, which each fix keeps.
 
     Returns:
         One sentence per column holding a different whole number in every row
@@ -405,13 +421,13 @@ def column_warnings(
             found.append(
                 f"{path}: column {name!r} holds a different whole number in every row, as a row "
                 "number or an id does; a model can learn it by heart (rows sorted by class make "
-                "it the best feature), and it tells nothing of a new row. Fix: -e "
-                f"ignore_columns={name} if it is one"
+                "it the best feature), and it tells nothing of a new row. Fix: "
+                f"{ignore_flag(ignore_columns, name)} if it is one"
             )
         elif train and np.ptp(column[train]) == 0:
             found.append(
                 f"{path}: column {name!r} holds {column[train[0]]:g} in every training row; it "
-                f"tells the classes nothing. Fix: -e ignore_columns={name}"
+                f"tells the classes nothing. Fix: {ignore_flag(ignore_columns, name)}"
             )
     return found
 
@@ -499,7 +515,7 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
     feature_columns = [
         name for name in header if name != label_column and name not in ignore_columns
     ]
-    warnings = column_warnings(path, feature_columns, x, train)
+    warnings = column_warnings(path, feature_columns, x, train, ignore_columns)
     mean = x[train].mean(axis=0)
     std = x[train].std(axis=0)
     std[std == 0] = 1.0
@@ -511,7 +527,8 @@ def plan(spec: str | Path, settings: Settings, source: Path | None = None) -> Pl
 
     settings_used: dict[str, Any] = {"label_column": label_column}
     if ignore_columns:  # only then: the ids of datasets prepared without it stay as they are
-        settings_used["ignore_columns"] = list(ignore_columns)
+        # The set of columns shapes the content, not the order they were given in.
+        settings_used["ignore_columns"] = sorted(set(ignore_columns))
     return Plan(
         name=slug(path.stem),
         kind=KIND,
