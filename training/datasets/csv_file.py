@@ -18,15 +18,16 @@ text, ``nan`` or ``inf`` is refused, naming the file, the line (1-based, the
 header is line 1) and the column.
 
 Input shape: ``(n_features,)`` float32, the features in the file's column
-order without the label column and the ignored ones.
+order without the label column and the ignored ones. Class names: the
+distinct labels sorted, numerically when every label is a whole number
+(``"2"`` or ``"2.0"``, named ``"2"``, before ``"10"``), as strings
+otherwise; label ``i`` is ``classes[i]``.
 
 Warnings (the run goes on): a feature column holding a different whole
 number in every row of at least :data:`ID_ROWS` rows reads as a row number
 or an id, which a model can learn by heart (rows sorted by class make it
 the best feature) while it tells nothing of a new row; a column with one
-value in every training row tells the classes nothing. Class names: the distinct labels sorted,
-numerically when every label is a whole number (``"2"`` or ``"2.0"``, named
-``"2"``, before ``"10"``), as strings otherwise; label ``i`` is ``classes[i]``.
+value in every training row tells the classes nothing.
 
 Preparing (control node): :func:`plan` reads and checks the whole file once
 into memory (a CSV of sensor readings fits in the control node's RAM; the
