@@ -44,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,20 +129,23 @@ def _check_source(path: Path) -> None:
         ) from None
     except UnicodeDecodeError as e:
         raise ScriptError(f"{path} is not UTF-8 text ({e.reason}); fix: save it as UTF-8") from None
-    for node in ast.walk(tree):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        if any(n == "keras" or n.startswith("keras.") for n in names):
+    for line, name in _absolute_imports(tree):
+        if name == "keras" or name.startswith("keras."):
             raise ScriptError(
-                f"{path} line {node.lineno}: imports Keras 3 ({names[0]}), which tf.distribute's "
+                f"{path} line {line}: imports Keras 3 ({name}), which tf.distribute's "
                 "multi-worker strategies do not train; fix: import tf_keras as keras, or use "
                 "tf.keras (tasks set TF_USE_LEGACY_KERAS=1)"
             )
+
+
+def _absolute_imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """(line, module) of each absolute import: ``a.b`` of ``import a.b``, ``from a.b import c``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.lineno, node.module
 
 
 def _imported(path: Path) -> set[str]:
@@ -150,13 +154,7 @@ def _imported(path: Path) -> set[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError):
         return set()  # a module that does not parse fails as it would on the control node
-    names: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+    return {name.split(".")[0] for _, name in _absolute_imports(tree)}
 
 
 def local_modules(path: Path) -> list[str]:
