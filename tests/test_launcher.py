@@ -416,7 +416,7 @@ def test_a_task_with_a_usage_error_is_not_restarted(tmp_path: Path) -> None:
     run = make_run(tmp_path, plan, set(), "worker-0", max_restarts=3, restart_delay_seconds=0.2)
     assert launch(run).wait(timeout=60) == 1
     line = " ".join(follow_status(run)["line"].split())
-    assert "task worker-1 ran a script that exited with code 2, a usage error" in line
+    assert "task worker-1: ran a script that exited with code 2, a usage error" in line
     assert "not restarted: it would exit the same way" in line
     assert launcher.read_state(run)["tasks"]["worker-1"]["restarts"] == 0
 

@@ -16,14 +16,7 @@ from typing import Any
 
 from training.launcher import FINAL_STATES, LOG_DIR, STATE_FILE, pid_alive, read_state
 from training.progress import PROGRESS_FILE, describe, describe_epochs, plural, read_events
-from training.tasklog import (
-    DIVERGED_EXIT,
-    DIVERGED_REASON,
-    STARTUP_TIMEOUT_SIGNAL,
-    USAGE_EXIT,
-    USAGE_REASON,
-    restart_counts,
-)
+from training.tasklog import NOT_RESTARTED, STARTUP_TIMEOUT_SIGNAL, restart_counts
 
 #: Seconds between two looks at the run while following it.
 POLL = 0.5
@@ -113,10 +106,8 @@ def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
         )
     elif result == "signal":
         reason = f"chief {unit} was killed by signal {code} ({times})"
-    elif code == str(DIVERGED_EXIT):
-        reason = f"chief {unit}: {DIVERGED_REASON}"
-    elif code == str(USAGE_EXIT):
-        reason = f"chief {unit} {USAGE_REASON}"
+    elif code.isdigit() and int(code) in NOT_RESTARTED:
+        reason = f"chief {unit}: {NOT_RESTARTED[int(code)]}"
     else:
         reason = f"chief {unit} {result or active} (exit code {code}, {times})"
     return "failed", reason, journal_tail(unit)

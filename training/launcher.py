@@ -45,13 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from training.progress import plural
-from training.tasklog import (
-    DIVERGED_EXIT,
-    DIVERGED_REASON,
-    STARTUP_TIMEOUT_SIGNAL,
-    USAGE_EXIT,
-    USAGE_REASON,
-)
+from training.tasklog import NOT_RESTARTED, STARTUP_TIMEOUT_SIGNAL
 
 log = logging.getLogger(__name__)
 
@@ -230,13 +224,9 @@ class Launcher:
                         "did not answer"
                     )
                     grace = 0.0
-                elif child.returncode == DIVERGED_EXIT:
+                elif child.returncode in NOT_RESTARTED:
                     outcome = "failed"
-                    reason = f"task {child.name}: {DIVERGED_REASON}"
-                    grace = 0.0
-                elif child.returncode == USAGE_EXIT:
-                    outcome = "failed"
-                    reason = f"task {child.name} {USAGE_REASON}"
+                    reason = f"task {child.name}: {NOT_RESTARTED[child.returncode]}"
                     grace = 0.0
                 elif child.restarts < max_restarts:
                     child.restart_at = time.monotonic() + delay

@@ -54,12 +54,15 @@ DIVERGED_REASON = (
 #: (a node's backup not yet reachable), so a script's 2 is given this code.
 #: Supervisors do not restart it: the same arguments would be refused again.
 USAGE_EXIT = 64
-#: Why a run ended when a task exited with :data:`USAGE_EXIT` (after "task <name> ").
+#: Why a run ended when a task exited with :data:`USAGE_EXIT` (after "task <name>: ").
 USAGE_REASON = (
     "ran a script that exited with code 2, a usage error (argparse's, for an argument it does "
     "not take), not restarted: it would exit the same way. Fix: its last lines say what it "
     "refused"
 )
+#: The exit statuses supervisors do not restart (the launcher here, ``RestartPreventExitStatus``
+#: on nodes, with :data:`STARTUP_TIMEOUT_SIGNAL`), each with why the run ended.
+NOT_RESTARTED = {DIVERGED_EXIT: DIVERGED_REASON, USAGE_EXIT: USAGE_REASON}
 #: Seconds (at most a quarter of the timeout) between the watchdog's two probes.
 PROBE_MARGIN = 10.0
 
