@@ -16,8 +16,15 @@ import pytest
 from tests.conftest import ROOT, check_mode_says
 from training import datasets
 from training.progress import describe, read_events
-from training.script import ScriptError, check_script, local_modules, run_script, split_args
-from training.tasklog import USAGE_EXIT
+from training.script import (
+    ScriptError,
+    ScriptOutput,
+    check_script,
+    local_modules,
+    run_script,
+    split_args,
+)
+from training.tasklog import USAGE_EXIT, summarise, task_log_path
 
 SHOW_ENV = """
 import json, os, pathlib, sys
@@ -26,6 +33,8 @@ names = ["RASPI_TF_DATA_DIR", "RASPI_TF_RUN_ID", "RASPI_TF_TASK", "RASPI_TF_IS_C
          "TF_USE_LEGACY_KERAS"]
 (out / "model.keras").write_text("weights")
 (out / ".follow-cursor").write_text("0")  # as the follower writes into a local run's folder
+(out / "tasks").mkdir(exist_ok=True)
+(out / "tasks" / "worker-1.jsonl").write_text("")  # as another task of a local run starts
 env = {n: os.environ[n] for n in names} | {"args": sys.argv[1:]}
 (out / "env.json").write_text(json.dumps(env))
 print("Epoch 1/1")
@@ -92,14 +101,16 @@ def test_the_chief_runs_the_script_with_its_folders_and_keeps_what_it_wrote(tmp_
     }
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["script"] == "train.py" and metrics["exit_code"] == 0
-    assert metrics["outputs"] == ["env.json", "model.keras"]  # not .follow-cursor and the like
+    # Not .follow-cursor, nor the task logs the other tasks of a local run write.
+    assert metrics["outputs"] == ["env.json", "model.keras"]
     events = read_events(out / "progress.jsonl")
-    # Keras' epoch header joins the epoch's line; TensorFlow's own log lines stay in the log.
-    assert [e["event"] for e in events] == ["start", "log", "end"]
-    assert (
-        describe(events[:2]) == "train.py: Epoch 1/1: 31/31 - 1s - loss: 0.5000 - accuracy: 0.8500"
-    )
+    # Keras' epoch header and the epoch's line are one epoch; TensorFlow's own log lines
+    # stay in the log.
+    assert [e["event"] for e in events] == ["start", "epoch", "end"]
+    assert describe(events[:2]) == "epoch 1/1: loss 0.5000, accuracy 0.8500"
     assert describe(events).startswith("finished: train.py exited 0 after ")
+    # status.yml reads the task's own log.
+    assert summarise(task_log_path(out, "local"))["loss"] == 0.5
 
 
 def test_another_task_writes_to_a_folder_removed_at_its_end_and_gives_the_exit_code(
@@ -118,7 +129,12 @@ def test_another_task_writes_to_a_folder_removed_at_its_end_and_gives_the_exit_c
     )
     code = run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1")
     assert code == 3
-    assert not out.exists()  # only the chief writes the run folder
+    # Only the chief writes the run folder; each task keeps its own event log there.
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        "tasks",
+        "tasks/worker-1.jsonl",
+    ]
+    assert summarise(out / "tasks" / "worker-1.jsonl")["epoch"] == 1
     # argparse's usage error: a code no supervisor restarts (our own commands' 2 is restarted).
     monkeypatch.setenv("EXIT", "2")
     assert run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1") == USAGE_EXIT
@@ -232,3 +248,87 @@ def test_the_modules_beside_a_script_that_it_imports_go_with_it(tmp_path):
     alone = tmp_path / "alone"
     alone.mkdir()
     assert local_modules(_script(alone, "import tensorflow, mydata\n")) == []
+
+
+KERAS_FIT = """
+import warnings
+import numpy as np
+import tensorflow as tf
+
+rng = np.random.default_rng(0)
+x, y = rng.random((96, 3)), rng.integers(0, 2, 96)
+model = tf.keras.Sequential([tf.keras.Input((3,)), tf.keras.layers.Dense(2, "softmax")])
+model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+
+
+class Note(tf.keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.epoch == 1 and batch == 2:  # within the bar's redraws
+            warnings.warn("an old argument")  # two lines on stderr
+            print("checkpoint written")
+
+
+model.fit(x, y, epochs=2, batch_size=16, validation_split=0.25, verbose=VERBOSE, callbacks=[Note()])
+"""
+
+
+@pytest.mark.parametrize("verbose", [1, 2])
+def test_keras_epochs_become_epochs_of_the_run_and_warnings_stay_in_the_log(
+    tmp_path, monkeypatch, verbose
+):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    out = tmp_path / "run"
+    script = _script(tmp_path, KERAS_FIT.replace("VERBOSE", str(verbose)))
+    assert run_script(script, [], data_dir=tmp_path, output_dir=out, run_id="r1") == 0
+    events = read_events(out / "progress.jsonl")
+    shown = [describe(events[: i + 1]) for i in range(1, len(events) - 1)]
+    assert len(shown) == 4, shown
+    assert shown[0].startswith("epoch 1/2: loss ")
+    # A line between the header and the epoch's end: the header shows first.
+    assert shown[1:3] == ["train.py: Epoch 2/2", "train.py: checkpoint written"]
+    assert shown[3].startswith("epoch 2/2: loss ")
+    assert (
+        ", accuracy 0." in shown[3] and ", val_loss " in shown[3] and ", val_accuracy " in shown[3]
+    )
+    assert [e["epoch"] for e in read_events(task_log_path(out, "local")) if "loss" in e] == [1, 2]
+    assert "UserWarning: an old argument" not in json.dumps(events)
+
+
+def test_the_last_redraw_of_an_epoch_is_not_its_end():
+    # fit(verbose=1, validation_split=0.2) under MultiWorkerMirroredStrategy: the bar's
+    # last redraw comes before validation, with Keras' running sums of the replicas.
+    output = ScriptOutput()
+    lines = [
+        "Epoch 4/6\n",
+        "100/100 [==============================] - ETA: 0s - loss: 0.3500 - accuracy: 1.9019\n",
+        "100/100 [==============================] - 4s 43ms/step - loss: 0.1750 - "
+        "accuracy: 0.9509 - val_loss: 0.2223 - val_accuracy: 0.9375\n",
+    ]
+    events = [event for line in lines for event in output.events(line)]
+    assert events == [
+        (
+            "epoch",
+            {
+                "epoch": 4,
+                "epochs": 6,
+                "loss": 0.175,
+                "accuracy": 0.9509,
+                "val_loss": 0.2223,
+                "val_accuracy": 0.9375,
+            },
+        )
+    ]
+
+
+def test_an_epoch_header_with_no_keras_line_after_it_shows_as_it_was():
+    output = ScriptOutput()
+    lines = ["Epoch 1/3\n", "my loss 0.3\n", "Epoch 2/3\n", "Epoch 3/3\n"]
+    events = [event for line in lines for event in output.events(line)]
+    assert events == [
+        ("log", {"line": "Epoch 1/3"}),
+        ("log", {"line": "my loss 0.3"}),
+        ("log", {"line": "Epoch 2/3"}),
+    ]

@@ -35,10 +35,18 @@ def test_the_example_script_trains_on_two_local_workers_and_its_model_comes_back
     assert (latest / "script" / "multi_worker_script.py").is_file()
     text = " ".join(result.stdout.split())
     assert "script multi_worker_script.py - staged data mnist_5k (10 classes" in text
-    # The chief's lines are its progress events, which follow shows as they come.
+    # The chief's lines are its progress events, which follow shows as they come;
+    # Keras' epochs are epochs of the run, in train.yml's lines and its summary.
     events = read_events(latest / "progress.jsonl")
     assert any(e["event"] == "log" and "test accuracy 0." in e["line"] for e in events)
+    assert [e["epoch"] for e in events if e["event"] == "epoch"] == [1, 2]
     assert events[-1]["event"] == "end"
+    assert "epoch 2/2: loss 0." in text and "training epoch 2/2: loss 0." in text
+    assert (latest / "loss_accuracy.png").is_file()
+    # Each worker's own log has its epochs, which status.yml shows.
+    for task in ("worker-0", "worker-1"):
+        logged = read_events(latest / "tasks" / f"{task}.jsonl")
+        assert [e["epoch"] for e in logged if e["event"] == "epoch"] == [1, 2], task
     # Each worker ran 2 epochs of 4,000 // 64 steps: the global batch is 32 x 2 workers.
     log = (latest / "logs" / "worker-1.log").read_text()
     assert "Epoch 2/2" in log and "62/62" in log

@@ -53,8 +53,12 @@ def plot_run(run_dir: Path) -> list[Path]:
         xs = [e["epoch"] for e in epochs]
         fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
         losses = _values(epochs, "loss")
-        ax_loss.plot(xs, losses, marker="o")
-        ax_loss.set(xlabel="epoch", ylabel="training loss", title="loss")
+        validated = any("val_loss" in e for e in epochs)
+        ax_loss.plot(xs, losses, marker="o", label="training")
+        if validated:  # a script's fit with validation data
+            ax_loss.plot(xs, _values(epochs, "val_loss"), marker="s", label="validation")
+            ax_loss.legend(loc="upper right")
+        ax_loss.set(xlabel="epoch", ylabel="loss" if validated else "training loss", title="loss")
         if not any(math.isfinite(v) for v in losses):  # else an empty panel
             ax_loss.text(
                 0.5,
@@ -70,6 +74,8 @@ def plot_run(run_dir: Path) -> list[Path]:
             ax_acc.plot(
                 xs, _values(epochs, "test_accuracy"), marker="s", color="tab:orange", label="test"
             )
+        if any("val_accuracy" in e for e in epochs):
+            ax_acc.plot(xs, _values(epochs, "val_accuracy"), marker="s", label="validation")
         if "test_accuracy" in metrics:
             ax_acc.axhline(
                 metrics["test_accuracy"],
@@ -94,7 +100,8 @@ def plot_run(run_dir: Path) -> list[Path]:
     series = []
     for log_path in task_logs:
         events = read_events(log_path)
-        points = [e for e in events if e.get("event") == "epoch"]
+        # A script's epochs (training.script) give no examples/s.
+        points = [e for e in events if e.get("event") == "epoch" and "examples_per_second" in e]
         if points:
             starts = [e["time"] for e in events if e.get("event") == "start"]
             series.append((log_path.stem, points, starts))

@@ -6,7 +6,8 @@ One JSON object per line, each with ``event`` and ``time`` (Unix seconds):
 - ``batch``: ``epoch`` (1-based), ``step`` (1-based), ``loss``, ``accuracy``;
   written at most every ``interval`` seconds, so a long epoch on a slow node
   still shows movement
-- ``epoch``: ``epoch``, ``loss``, ``accuracy``, ``seconds``, ``examples_per_second``
+- ``epoch``: ``epoch``, ``loss``, ``accuracy``, ``seconds``, ``examples_per_second``;
+  a script's: ``epoch``, ``epochs`` and the metrics Keras printed (``loss``, ``val_loss``...)
 - ``resume``: ``from_epoch``, the epochs the restored backup had finished
 - ``end``: ``test_loss``, ``test_accuracy``, ``train_seconds``, ``examples_per_second``;
   a script's (:mod:`training.script`): ``script``, ``wall_seconds``
@@ -104,18 +105,7 @@ def describe(events: list[dict[str, Any]]) -> str:
     steps = start.get("steps_per_epoch", "?")
     last = events[-1]
     last_epoch = next((e for e in reversed(events) if e["event"] == "epoch"), None)
-    done = (
-        f"epoch {last_epoch['epoch']}/{epochs}: loss {_fmt(last_epoch.get('loss'))}, "
-        f"accuracy {_fmt(last_epoch.get('accuracy'))}, "
-        f"{_fmt(last_epoch.get('examples_per_second'), '.0f')} examples/s"
-        + (
-            f", test accuracy {_fmt(last_epoch.get('test_accuracy'))}"
-            if "test_accuracy" in last_epoch
-            else ""
-        )
-        if last_epoch
-        else ""
-    )
+    done = epoch_line(last_epoch, epochs) if last_epoch else ""
     if last["event"] == "resume":
         return (
             f"resumed from the backup made after epoch {last.get('from_epoch')}/{epochs} "
@@ -152,6 +142,24 @@ def describe(events: list[dict[str, Any]]) -> str:
     return done
 
 
+def epoch_line(event: dict[str, Any], total: Any = "?") -> str:
+    """One human line for an ``epoch`` event, e.g.
+
+    ``epoch 2/8: loss 0.3100, accuracy 0.9120, 1204 examples/s, test accuracy 0.9410``;
+    a script's epoch (:mod:`training.script`) gives its total and Keras'
+    metrics: ``epoch 2/4: loss 0.7030, accuracy 0.5020, val_loss 0.7088``.
+    """
+    parts = [f"loss {_fmt(event.get('loss'))}"]
+    if "accuracy" in event:
+        parts.append(f"accuracy {_fmt(event['accuracy'])}")
+    if "examples_per_second" in event:
+        parts.append(f"{_fmt(event['examples_per_second'], '.0f')} examples/s")
+    if "test_accuracy" in event:
+        parts.append(f"test accuracy {_fmt(event['test_accuracy'])}")
+    parts += [f"{key} {_fmt(value)}" for key, value in event.items() if key.startswith("val_")]
+    return f"epoch {event['epoch']}/{event.get('epochs', total)}: " + ", ".join(parts)
+
+
 def describe_epochs(epochs: list[dict[str, Any]], total: Any) -> str:
     """One human line for several epoch events, e.g.
 
@@ -160,7 +168,7 @@ def describe_epochs(epochs: list[dict[str, Any]], total: Any) -> str:
     """
     first, last = epochs[0], epochs[-1]
     line = (
-        f"epochs {first['epoch']}-{last['epoch']}/{total}: "
+        f"epochs {first['epoch']}-{last['epoch']}/{last.get('epochs', total)}: "
         f"loss {_fmt(first.get('loss'))} -> {_fmt(last.get('loss'))}, "
         f"accuracy {_fmt(first.get('accuracy'))} -> {_fmt(last.get('accuracy'))}"
     )

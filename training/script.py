@@ -23,9 +23,11 @@ expects, plus where the data and the outputs are:
 The run takes the script and the modules it imports from its own folder
 (:func:`local_modules`); each task runs that copy.
 
-The script's output goes to the task's log line by line; on the chief each
-line is also a ``log`` progress event, which ``train.yml`` shows while the
-run goes. The task exits with the script's exit code, so systemd (and the
+The script's output goes to the task's log line by line. Keras' epochs in it
+become ``epoch`` events (:class:`ScriptOutput`) in the task's event log
+(:mod:`training.tasklog`), which ``status.yml`` reads, and on the chief in the
+run's progress, with each other line a ``log`` event: ``train.yml`` shows
+them while the run goes. The task exits with the script's exit code, so systemd (and the
 local launcher) restart a failing script up to the run's restart limit. On
 the chief a script that exits 0 leaves ``metrics.json``: the script, its
 exit code, wall time and the files it wrote.
@@ -50,7 +52,7 @@ from typing import Any
 
 from training.cluster import parse_tf_config
 from training.progress import PROGRESS_FILE, ProgressWriter
-from training.tasklog import USAGE_EXIT
+from training.tasklog import TASKS_DIR, USAGE_EXIT, open_task_log
 
 #: What ``RASPI_TF_*`` variables a script gets (see the module docstring).
 ENV_DATA_DIR = "RASPI_TF_DATA_DIR"
@@ -64,16 +66,27 @@ METRICS_FILE = "metrics.json"
 #: Longest script line kept in a progress event, in characters.
 LINE_CHARS = 300
 #: Lines of TensorFlow's own logging (C++ glog and absl, Python's tensorflow and absl
-#: loggers), which go to the task's log but are not the script's progress.
+#: loggers) and Python's warnings, which go to the task's log but are not the
+#: script's progress.
 TF_LOG_LINE = re.compile(
     r"^([IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
     r"|(WARNING|INFO|ERROR):(tensorflow|absl)|WARNING: All log messages before absl"
-    r"|To enable the following instructions|oneDNN custom operations)"
+    r"|To enable the following instructions|oneDNN custom operations|\S+:\d+: \w*Warning: )"
 )
 #: prctl's option that names the signal a process gets when its parent dies (linux/prctl.h).
 PR_SET_PDEATHSIG = 1
 #: Keras' line before each epoch's progress (fit with verbose 1 or 2).
-EPOCH_HEADER = re.compile(r"^Epoch \d+/\d+$")
+EPOCH_HEADER = re.compile(r"^Epoch (\d+)/(\d+)$")
+#: Keras' progress-bar line: ``16/16 - 1s - loss: 0.70 - accuracy: 0.50`` (verbose 2, at
+#: the epoch's end), ``3/16 [==>...] - ETA: 1s - loss: ...`` (verbose 1, each redraw, which
+#: a pipe gets as a line of its own; the last one, at the epoch's end, has no ETA).
+KERAS_STEPS = re.compile(r"^(\d+)/(\d+|Unknown)\b")
+#: One metric of that line, ``name: value``; not ``ETA: 6s`` or ``571ms/epoch``.
+KERAS_METRIC = re.compile(r"\b([A-Za-z_]\w*): (-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))(?=\s|$)")
+#: A line that goes on TensorFlow's log line before it: Python's warnings print the
+#: source line indented, TensorFlow's deprecations add ``Instructions for updating:``
+#: and the instruction on the next line.
+LOG_CONTINUATION = re.compile(r"^(\s|Instructions for updating:)")
 #: argparse's exit status for arguments a script does not take (``parser.error``).
 SCRIPT_USAGE_EXIT = 2
 
@@ -246,6 +259,7 @@ def run_script(
     out = output_dir if is_chief else Path(tempfile.mkdtemp(prefix=f"raspi-tf-{task}-"))
     out.mkdir(parents=True, exist_ok=True)
     writer = ProgressWriter(out / PROGRESS_FILE) if is_chief else None
+    task_log, _ = open_task_log(output_dir, task)
     if writer:
         tasks = [t.name for t in tf_config.tasks] if tf_config else ["local"]
         writer.write("start", script=script.name, model=script.name, strategy="script", tasks=tasks)
@@ -279,18 +293,15 @@ def run_script(
     previous = signal.signal(signal.SIGTERM, forward)
     try:
         assert child.stdout is not None
-        header = ""
+        output = ScriptOutput()
         for line in child.stdout:
             sys.stdout.write(line)
             sys.stdout.flush()
-            text = line.rstrip().rsplit("\r", 1)[-1].strip()
-            if not writer or not text or TF_LOG_LINE.match(text):
-                continue
-            if EPOCH_HEADER.match(text):
-                header = text  # Keras' "Epoch 2/4": shown with the line that ends the epoch
-                continue
-            writer.write("log", line=(f"{header}: {text}" if header else text)[:LINE_CHARS])
-            header = ""
+            for event, fields in output.events(line):
+                if event == "epoch":
+                    task_log.write(event, **fields)
+                if writer:
+                    writer.write(event, **fields)
         code = child.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -313,7 +324,78 @@ def run_script(
         tmp.write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
         tmp.replace(out / METRICS_FILE)
         writer.write("end", script=script.name, wall_seconds=metrics["wall_seconds"])
+    if code == 0:
+        task_log.write("end")
     return code
+
+
+class ScriptOutput:
+    """Turns a script's output, line by line, into the chief's progress events.
+
+    - Keras' ``Epoch 2/4`` and the progress-bar line that ends the epoch
+      (``fit`` with verbose 1 or 2) become one ``epoch`` event: ``epoch``,
+      ``epochs`` and every metric the line gives (``loss``, ``accuracy``,
+      ``val_loss``...), which ``train.yml``, ``status.yml``, the summary and
+      the plots read as they read raspi-tf's own epochs.
+    - TensorFlow's own logging and Python's warnings (:data:`TF_LOG_LINE`),
+      with their continuation lines, are left out.
+    - Any other line is a ``log`` event, ``line`` cut to :data:`LINE_CHARS`.
+    """
+
+    def __init__(self) -> None:
+        self.header: re.Match[str] | None = None
+        self.header_shown = False
+        self.in_log = False
+        self.instruction = False
+
+    def events(self, line: str) -> list[tuple[str, dict[str, Any]]]:
+        """The events of one line of output; of a line Keras redrew, its last redraw."""
+        raw = line.rstrip("\r\n").rsplit("\r", 1)[-1].replace("\b", "")
+        text = raw.strip()
+        if TF_LOG_LINE.match(text):
+            self.in_log, self.instruction = True, False
+            return []
+        if self.in_log and (self.instruction or LOG_CONTINUATION.match(raw)):
+            self.instruction = raw.startswith("Instructions for updating:")
+            return []
+        self.in_log = self.instruction = False
+        if not text:
+            return []
+        header = EPOCH_HEADER.match(text)
+        if header:
+            events = self._unshown_header()
+            self.header, self.header_shown = header, False
+            return events
+        steps = KERAS_STEPS.match(text)
+        if steps and "ETA: " in text:
+            # A redraw of the bar within the epoch (its last step too, before
+            # validation: "100/100 ... ETA: 0s", with the running sums of
+            # MultiWorkerMirroredStrategy's replicas, not the epoch's metrics).
+            # A warning printed meanwhile ends up at its end, and its
+            # continuation on the next lines.
+            self.in_log = True
+            return []
+        if self.header and steps:
+            metrics = {
+                name: float(value)
+                for name, value in KERAS_METRIC.findall(text)
+                if name not in ("epoch", "epochs")
+            }
+            if "loss" in metrics:
+                epoch, epochs = (int(n) for n in self.header.groups())
+                self.header = None
+                return [("epoch", {"epoch": epoch, "epochs": epochs, **metrics})]
+        return [*self._unshown_header(), ("log", {"line": text[:LINE_CHARS]})]
+
+    def _unshown_header(self) -> list[tuple[str, dict[str, Any]]]:
+        """The pending ``Epoch n/m`` as a ``log`` event, once, when another line comes first.
+
+        It stays pending: the line that ends its epoch still becomes its ``epoch`` event.
+        """
+        if self.header is None or self.header_shown:
+            return []
+        self.header_shown = True
+        return [("log", {"line": self.header.group(0)})]
 
 
 def _die_with_parent() -> None:
@@ -333,12 +415,16 @@ def _die_with_parent() -> None:
 
 
 def _files(folder: Path) -> set[str]:
-    """Every file under ``folder``, relative, with ``/`` separators; hidden ones left out.
+    """Every file under ``folder``, relative, with ``/`` separators; raspi-tf's own left out.
 
-    Hidden files are raspi-tf's own, such as the follower's ``.follow-cursor``.
+    Those are hidden files, such as the follower's ``.follow-cursor``, and the
+    tasks' event logs in ``tasks/``, which the other tasks of a local run
+    start writing as the chief starts.
     """
     return {
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        if p.is_file()
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        and p.relative_to(folder).parts[0] != TASKS_DIR
     }

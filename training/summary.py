@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from training.progress import plural
+from training.progress import PROGRESS_FILE, epoch_line, newest_epochs, plural, read_events
 
 #: Width of the label column; "learning rate" and "test accuracy" are the longest labels.
 LABEL_WIDTH = 13
@@ -233,12 +233,14 @@ def script_lines(
     """The summary of a run of a user's script (:mod:`training.script`), one fact a line.
 
     Returns:
-        The lines: run, script, the staged dataset, tasks, wall time, recovery,
-        results.
+        The lines: run, script, the staged dataset, tasks, wall time, the
+        last epoch (when the script printed Keras' epochs), recovery, results.
     """
     m = metrics
     data = record.get("data") or {}
     outputs = ", ".join(m.get("outputs") or []) or "the script wrote no file"
+    # Keras' epochs as the script printed them (training.script.ScriptOutput).
+    epochs = newest_epochs(read_events(Path(run_dir) / PROGRESS_FILE))
     return [
         _line("run", str(record.get("run_id") or m.get("run_id") or Path(run_dir).name)),
         _line("script", m["script"]),
@@ -249,6 +251,7 @@ def script_lines(
         ),
         _line("tasks", ", ".join(m["tasks"])),
         _line("wall time", f"{m['wall_seconds']:.1f} s for the chief's script"),
+        *([_line("training", epoch_line(epochs[-1]))] if epochs else []),
         _line("recovery", _recovery(Path(run_dir), m)),
         _line("results", f"{run_dir}: {outputs} (and metrics.json, script/, logs/)"),
     ]
