@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -333,3 +336,28 @@ def test_the_newest_runs_are_the_folders_holding_the_file_asked_for(tmp_path: Pa
     assert newest_runs(tmp_path, 3, takes="csv") == ["new"]
     assert newest_runs(tmp_path, 3, takes="images") == ["old"]
     assert newest_runs(tmp_path / "nosuch", 3) == []
+
+
+def test_a_tasks_memory_counts_the_script_it_started() -> None:
+    # A script task's main process waits while its script (a child) trains.
+    from training.status import usage
+
+    child = "import time; data = b'x' * 200_000_000; print('ready', flush=True); time.sleep(60)"
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        seen = usage(parent.pid, sample_seconds=0.2)
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)  # the script too
+        parent.wait()
+    assert seen["memory_mb"] is not None and seen["memory_mb"] > 200
+    assert seen["cpu_percent"] is not None

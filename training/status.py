@@ -3,7 +3,7 @@
 State comes from systemd (nodes: the task's unit) or from the local
 launcher's state file; epoch, loss and restarts from the task's own log
 (:mod:`training.tasklog`); CPU and memory from ``/proc/<pid>`` of the task's
-main process, sampled over ``sample_seconds``.
+main process and its descendants, sampled over ``sample_seconds``.
 """
 
 from __future__ import annotations
@@ -42,8 +42,32 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and every process descended from it (a script task's script), from /proc."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])  # field 4 of proc(5)
+        except (OSError, IndexError, ValueError):
+            continue  # ended while we looked
+        children.setdefault(parent, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo += children.get(found[-1], [])
+    return found
+
+
+def _sum(values: list[Any]) -> Any:
+    known = [v for v in values if v is not None]
+    return round(sum(known), 1) if known else None
+
+
 def usage(pid: int | None, sample_seconds: float = 1.0) -> dict[str, float | None]:
     """CPU use (percent of one core, over ``sample_seconds``) and resident memory (MB).
+
+    Both count the process and its descendants: a script task's main process
+    (:mod:`training.script`) waits while the script it started trains.
 
     Returns:
         ``{"cpu_percent", "memory_mb"}``; None for a process that is gone, and
@@ -51,15 +75,18 @@ def usage(pid: int | None, sample_seconds: float = 1.0) -> dict[str, float | Non
     """
     if not pid or not pid_alive(pid):
         return {"cpu_percent": None, "memory_mb": None}
+    pids = _tree(pid)
     if sample_seconds <= 0:
-        return {"cpu_percent": None, "memory_mb": _rss_mb(pid)}
-    before = _cpu_ticks(pid)
+        return {"cpu_percent": None, "memory_mb": _sum([_rss_mb(p) for p in pids])}
+    before = {p: _cpu_ticks(p) for p in pids}
     time.sleep(sample_seconds)
-    after = _cpu_ticks(pid)
-    cpu = None
-    if before is not None and after is not None:
-        cpu = round(100.0 * (after - before) / CLOCK_TICKS / sample_seconds, 1)
-    return {"cpu_percent": cpu, "memory_mb": _rss_mb(pid)}
+    ticks = []
+    for p, start in before.items():
+        end = _cpu_ticks(p)
+        if start is not None and end is not None:
+            ticks.append(end - start)
+    cpu = round(100.0 * sum(ticks) / CLOCK_TICKS / sample_seconds, 1) if ticks else None
+    return {"cpu_percent": cpu, "memory_mb": _sum([_rss_mb(p) for p in pids])}
 
 
 def _systemd(unit: str) -> tuple[str, int | None, int]:
