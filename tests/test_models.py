@@ -417,6 +417,21 @@ def test_a_model_file_from_anywhere_builds_through_its_path(tmp_path: Path) -> N
     assert not any("my" in known for known in models.available())
 
 
+def test_a_build_with_another_signature_is_refused_with_the_one_to_define(tmp_path: Path) -> None:
+    path = tmp_path / "positional.py"
+    path.write_text(
+        "def build(input_shape, num_classes):\n    raise AssertionError('not called')\n"
+    )
+    with pytest.raises(models.ModelError) as refused:
+        models.build(str(path), 0.01, input_shape=(8, 8), num_classes=2)
+    assert "build() cannot be called as build(learning_rate, input_shape=..., num_classes=...)" in (
+        str(refused.value)
+    )
+    assert "Fix: define it as def build(learning_rate, steps_per_execution=1, *, " in str(
+        refused.value
+    )
+
+
 def test_a_relative_model_path_is_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "my_model.py").write_text(MODEL_FILE)
     monkeypatch.chdir(tmp_path)

@@ -282,9 +282,10 @@ def build(
     Raises:
         UnknownModelError: no such model, or ``steps_per_execution`` above 1
             for a model whose ``build`` takes only ``learning_rate``.
-        ModelError: ``build`` refused ``input_shape`` (the message names the
-            shape and the fix), raised, or returned something other than a
-            compiled model.
+        ModelError: ``build`` cannot be called with these arguments (the
+            message gives the signature to define), refused ``input_shape``
+            (the message names the shape and the fix), raised, or returned
+            something other than a compiled model.
     """
     make = get(name)
     where = _where(name)
@@ -296,6 +297,16 @@ def build(
         kwargs["input_shape"] = tuple(int(d) for d in input_shape)
     if num_classes is not None and _takes(make, "num_classes"):
         kwargs["num_classes"] = int(num_classes)
+    try:
+        inspect.signature(make).bind(learning_rate, **kwargs)
+    except TypeError as err:  # build(input_shape, num_classes), say: the call itself fails
+        given = ", ".join(["learning_rate", *(f"{k}=..." for k in kwargs)])
+        raise ModelError(
+            f"{where}: build() cannot be called as build({given}): {err}. Fix: define it as "
+            f"{_BUILD_SIGNATURE}"
+        ) from None
+    except ValueError:
+        pass  # no signature to read (a builtin): the call says
     try:
         model = make(learning_rate, **kwargs)
     except ModelError as err:
