@@ -417,6 +417,22 @@ def test_a_model_file_from_anywhere_builds_through_its_path(tmp_path: Path) -> N
     assert not any("my" in known for known in models.available())
 
 
+def test_a_model_file_imports_the_modules_beside_it_which_go_with_it(tmp_path: Path) -> None:
+    from training.script import local_modules
+
+    folder = tmp_path / "my-models"
+    folder.mkdir()
+    (folder / "heads.py").write_text(
+        "import tf_keras as keras\n\ndef head(n):\n    return keras.layers.Dense(n)\n"
+    )
+    path = folder / "with_head.py"
+    path.write_text(MODEL_FILE.replace("keras.layers.Dense(num_classes)", "head(num_classes)"))
+    path.write_text("from heads import head\n" + path.read_text())
+    model = models.build(str(path), 0.01, input_shape=(8,), num_classes=3)
+    assert tuple(model(zeros((8,))).shape) == (2, 3)
+    assert local_modules(path) == ["heads.py"]
+
+
 def test_a_build_with_another_signature_is_refused_with_the_one_to_define(tmp_path: Path) -> None:
     path = tmp_path / "positional.py"
     path.write_text(

@@ -27,11 +27,19 @@ import tf_keras as keras
 from training.models import compile_model
 
 
+from layers import hidden  # a module beside it, which goes with it
+
+
 def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):
-    layers = [keras.Input(input_shape), keras.layers.Dense(32, activation="relu")]
-    model = keras.Sequential([*layers, keras.layers.Dense(num_classes)])
+    model = keras.Sequential([keras.Input(input_shape), hidden(), keras.layers.Dense(num_classes)])
     return compile_model(model, learning_rate, steps_per_execution)
 '''
+LAYERS = """import tf_keras as keras
+
+
+def hidden():
+    return keras.layers.Dense(32, activation="relu")
+"""
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +151,7 @@ def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path
     model = work / "elsewhere" / "my_model.py"
     model.parent.mkdir()
     model.write_text(MY_MODEL)
+    (model.parent / "layers.py").write_text(LAYERS)
     runs = tmp_path / "runs"
     out = train(
         work,
@@ -154,7 +163,9 @@ def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path
     assert out.endswith("rc=0"), out[-3000:]
     assert f"{model} on iris (3 classes, 4 features; 120 train / 30 test" in out
     run = runs / "latest"
-    assert (run / "model.py").read_text() == MY_MODEL  # the run keeps what it trained
+    # The run keeps what it trained: the model file and the module it imports.
+    assert (run / "model" / "my_model.py").read_text() == MY_MODEL
+    assert (run / "model" / "layers.py").read_text() == LAYERS
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["classes"] == ["setosa", "versicolor", "virginica"]
     assert metrics["test_accuracy"] >= 0.85, metrics

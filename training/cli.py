@@ -6,7 +6,8 @@ Commands:
   it, the whole run in one process).
 - ``prepare-data``: prepare a dataset's shards on the control node; one JSON object.
 - ``check``: validate a TF_CONFIG, model and dataset without starting TensorFlow.
-- ``script-modules``: the modules beside a script that it imports, which go with it, as JSON.
+- ``local-modules``: the modules beside a script or model file that it imports, which go
+  with it, as JSON.
 - ``models``: list the registered models, or check a ``-e model=`` value (``--check``).
 - ``runs``: the ids of a runs folder's newest runs, as JSON (the refusals of an unknown run).
 - ``launch``, ``follow``, ``running``, ``stop``: the local launcher (see :mod:`training.launcher`).
@@ -207,10 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     _train_flags(train)
 
     modules = sub.add_parser(
-        "script-modules",
-        help="the modules beside a script that it imports, which go with it, as JSON",
+        "local-modules",
+        help="the modules beside a script or model file that it imports, which go with it, as JSON",
     )
-    modules.add_argument("--script", required=True, type=Path, help="the script's path")
+    modules.add_argument(
+        "--file", required=True, type=Path, help="the script's or the model file's path"
+    )
 
     check = sub.add_parser("check", help="validate TF_CONFIG, model and dataset; start nothing")
     _train_flags(check)
@@ -930,10 +933,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return 0
     if args.command == "check":
         return _check(args)
-    if args.command == "script-modules":
+    if args.command == "local-modules":
         from training.script import local_modules
 
-        print(json.dumps(local_modules(args.script)))
+        print(json.dumps(local_modules(args.file)))
         return 0
     if args.command == "prepare-data":
         print(json.dumps(_prepare_data(args)))

@@ -175,8 +175,9 @@ def local_modules(path: Path) -> list[str]:
 
     A script runs with its folder first on ``sys.path``, so ``import mydata``
     finds ``mydata.py`` beside it, and ``from utils.io import x`` the package
-    folder ``utils/``. Each task runs the run's copy of the script, so these go
-    with it: a module file, or every ``.py`` file of a package folder (one
+    folder ``utils/``; a model file's folder is on the path as it is imported
+    (:mod:`training.models`). Each task runs the run's copy of the script or
+    model file, so these go with it: a module file, or every ``.py`` file of a package folder (one
     with ``__init__.py``), and what they import from the same folder in turn.
     Only import statements are read: a module loaded by name as the script
     runs (``importlib.import_module("plugin")``) does not go. Data files do

@@ -28,7 +28,8 @@ when the user gives none (default :data:`DEFAULT_LEARNING_RATE`).
 To add a model, drop ``my_model.py`` here and train it with
 ``-e model=my_model``, or keep the file anywhere on the control node and train
 it with ``-e model=/path/to/my_model.py`` (:func:`get` imports a path, given
-absolute or with a ``/`` in it, from the file itself); nothing else changes.
+absolute or with a ``/`` in it, from the file itself, with its folder on
+``sys.path`` for the modules it imports from there); nothing else changes.
 """
 
 from __future__ import annotations
@@ -131,6 +132,10 @@ def _file_module(name: str) -> ModuleType:
         raise ModelError(f"{path} cannot be imported as a Python module. Fix: name it *.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # as an import does: the module may look itself up
+    if str(real.parent) not in sys.path:
+        # Its own modules beside it (from helpers import head), which go with it into
+        # the run (training.script.local_modules). Last: they do not hide a package.
+        sys.path.append(str(real.parent))
     try:
         spec.loader.exec_module(module)
     except Exception as err:

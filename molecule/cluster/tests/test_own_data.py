@@ -19,6 +19,22 @@ INVENTORY = os.environ["MOLECULE_INVENTORY_FILE"]
 PROJECT = Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 EPHEMERAL = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
 NODE_DATA = "/var/lib/raspi-tf/datasets"
+NODE_RUNS = "/var/lib/raspi-tf/runs"
+#: A model file of the user's, and the module beside it that it imports.
+PHOTO_CNN = """from blocks import cnn
+
+
+def build(learning_rate, steps_per_execution=1, *, input_shape, num_classes):
+    return cnn(learning_rate, steps_per_execution, input_shape, num_classes)
+"""
+BLOCKS = """from training.models import mnist_cnn
+
+
+def cnn(learning_rate, steps_per_execution, input_shape, num_classes):
+    return mnist_cnn.build(
+        learning_rate, steps_per_execution, input_shape=input_shape, num_classes=num_classes
+    )
+"""
 #: Worker index of each node's worker task (the inventory's order); node1's also evaluates.
 WORKERS = {"node1": 0, "node2": 1, "node3": 2}
 
@@ -58,9 +74,19 @@ def test_a_photo_folder_trains_and_each_node_holds_only_its_shards() -> None:
     assert "seven/empty.png" in refused, refused[-3000:]
     assert not runs.exists()  # refused before any node changed or any task started
 
+    # The user's own model file, whose layers come from a module beside it: both go to the nodes.
+    models = EPHEMERAL / "my-models"
+    models.mkdir(exist_ok=True)
+    (models / "blocks.py").write_text(BLOCKS)
+    (models / "photo_cnn.py").write_text(PHOTO_CNN)
     settings = ["-e", "skip_bad_images=true", "-e", "image_size=32", "-e", "batch_size=16"]
-    out = train(*given, *settings, "-e", "training_run_id=photos-mwms")
+    out = train(
+        *given, *settings, "-e", "training_run_id=photos-mwms", "-e", f"model={models}/photo_cnn.py"
+    )
     assert out.endswith("rc=0"), out[-3000:]
+    for name in WORKERS:
+        copied = node(name).check_output(f"ls {NODE_RUNS}/photos-mwms/model").split()
+        assert {"blocks.py", "photo_cnn.py"} <= set(copied), name  # and Python's __pycache__
     metrics = json.loads((runs / "photos-mwms" / "metrics.json").read_text())
     assert metrics["classes"] == CLASSES
     assert metrics["test_accuracy"] >= 0.9, metrics["per_class_accuracy"]
