@@ -464,6 +464,14 @@ def test_check_mode_says_what_would_be_classified_and_refuses_what_predict_would
     )
     with pytest.raises(PredictError, match="the model of run r1 takes CSV rows, not images"):
         check_inputs(pre, "r1", images=tmp_path)
+    # An .npz's features that are not pixels: images are not what its model learned.
+    features = {"kind": "npz", "input_shape": [8, 8], "dtype": "float32", "scale": 1.0}
+    with pytest.raises(
+        PredictError, match=r"an \.npz of float32 features of shape 8x8, not on pix"
+    ):
+        check_inputs(features, "r1", images=tmp_path)
+    pixels = {**features, "dtype": "uint8", "scale": 1 / 255}
+    assert check_inputs(pixels, "r1", camera=0) == "would classify 1 frame of camera 0"
     images = {"kind": "image_folder", "classes": ["a", "b"]}
     cv2.imwrite(str(tmp_path / "a.JPG"), np.zeros((8, 8, 3), np.uint8))
     (tmp_path / "notes.txt").write_text("not an image")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training.datasets._base import BadExample
+from training.datasets._base import BadExample, input_kind
 from training.datasets.csv_file import SNIFF_LINES, decimal_point, sniff_delimiter
 from training.datasets.image_folder import IMAGE_SUFFIXES, Item, load_image
 from training.progress import plural
@@ -410,21 +410,38 @@ def check_input_kind(model: Model, *, images: bool, rows: Path | None) -> None:
     """Refuse inputs of another kind than the model's, once, naming its folder.
 
     Raises:
-        PredictError: images (``images``) for a model of CSV rows, or a CSV
-            file (``rows``) for a model of images.
+        PredictError: images (``images``) for a model of CSV rows or of an
+            ``.npz``'s features that are not pixels, or a CSV file (``rows``)
+            for a model of images.
     """
     _check_kind(model.preprocessing, model.path.parent, images=images, rows=rows)
 
 
 def _takes_rows(preprocessing: dict[str, Any]) -> bool:
-    """Whether the model of ``preprocessing`` classifies CSV rows (else images)."""
-    return bool(preprocessing.get("kind") == "csv")
+    """Whether the model of ``preprocessing`` classifies CSV rows."""
+    return input_kind(preprocessing) == "csv"
+
+
+def _arrays_refusal(preprocessing: dict[str, Any], folder: Path | str) -> tuple[str, str]:
+    """Why images are refused for the model of an ``.npz``'s features, and the fix."""
+    shape = "x".join(str(d) for d in preprocessing.get("input_shape", []))
+    return (
+        f"the model of {folder} was trained on an .npz of {preprocessing.get('dtype')} features "
+        f"of shape {shape}, not on pixels, so images would not be what it learned",
+        "to classify images, save x_train and x_test as uint8 pixels (0-255) of shape "
+        "(n, height, width) or (n, height, width, 3) and train again; to classify arrays, run "
+        "its model.tflite with LiteRT on float32 arrays of that shape "
+        "(docs/extending.md#an-npz-of-your-own)",
+    )
 
 
 def _check_kind(
     preprocessing: dict[str, Any], folder: Path | str, *, images: bool, rows: Path | None
 ) -> None:
     takes_rows = _takes_rows(preprocessing)
+    if images and input_kind(preprocessing) == "arrays":
+        why, fix = _arrays_refusal(preprocessing, folder)
+        raise PredictError(f"{why}; fix: {fix}")
     if images and takes_rows:
         raise PredictError(
             f"the model of {folder} takes CSV rows, not images; fix: give a .csv, or the model "
@@ -541,9 +558,13 @@ def check_run(run_dir: Path, runs_dir: Path, takes: str, variant: str = "float32
     if not missing:
         _check_variant(run_dir, variant)
         try:
-            takes_rows = _takes_rows(read_preprocessing(run_dir))
+            preprocessing = read_preprocessing(run_dir)
+            takes_rows = _takes_rows(preprocessing)
         except (ValueError, AttributeError):
             return  # a damaged preprocessing.json: predict itself names it
+        if takes == "images" and input_kind(preprocessing) == "arrays":
+            why, fix = _arrays_refusal(preprocessing, run_dir)
+            raise PredictError(f"{why}. Fix: {fix}.")
         if takes_rows != (takes == "csv"):
             model_takes, given, option = (
                 ("CSV rows", "images", "csv=<a CSV file on the node>")

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from training.datasets._base import input_kind
 from training.follow import unit_state
 from training.launcher import pid_alive, read_state
 from training.tasklog import summarise, task_log_path
@@ -240,12 +241,12 @@ def describe(status: dict[str, Any]) -> str:
 
 
 def _input_kind(run: Path) -> str | None:
-    """``csv`` or ``images``: what the model of ``run`` takes, from its preprocessing.json."""
+    """What the model of ``run`` takes (:func:`training.datasets.input_kind`), or None."""
     try:
-        kind = json.loads((run / "preprocessing.json").read_text(encoding="utf-8")).get("kind")
+        preprocessing = json.loads((run / "preprocessing.json").read_text(encoding="utf-8"))
+        return input_kind(preprocessing)
     except (OSError, ValueError, AttributeError):
         return None
-    return "csv" if kind == "csv" else "images"
 
 
 def newest_runs(

@@ -143,3 +143,23 @@ def slug(text: str) -> str:
     """
     name = re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")[:NAME_MAX].strip("_")
     return name or "data"
+
+
+def input_kind(preprocessing: dict[str, Any]) -> str:
+    """What a run's model takes, from its ``preprocessing.json`` (as a dict).
+
+    Returns:
+        ``csv``: a CSV's rows; ``images``: images read as pixels (an image
+        folder's model, MNIST's, an ``.npz``'s of ``uint8`` pixels of an
+        image's shape: ``(height, width)`` or 1 or 3 channels); ``arrays``:
+        an ``.npz``'s other features, float32 numbers whose range images do
+        not have.
+    """
+    kind = preprocessing.get("kind")
+    if kind == "csv":
+        return "csv"
+    if kind != "npz":
+        return "images"
+    shape = list(preprocessing.get("input_shape", []))
+    image_shaped = len(shape) == 2 or (len(shape) == 3 and shape[-1] in (1, 3))
+    return "images" if preprocessing.get("dtype") == "uint8" and image_shaped else "arrays"
