@@ -405,6 +405,8 @@ def test_npz_of_any_shape_and_dtype(tmp_path: Path) -> None:
         ({"y_test": np.array([0.5, 1, 0, 1])}, "y_test .* does not hold whole numbers"),
         ({"class_names": np.array(["a"])}, "class_names has 1 names"),
         ({"x_train": np.array(["a"] * 10)}, r"x_train has shape \(10,\); it must be"),
+        ({"x_train": np.zeros(10)}, r"Fix: one feature .* x_train=x_train\.reshape\(-1, 1\)"),
+        ({"y_test": np.eye(4)}, r"Fix: class numbers, not one-hot rows: y_test=y_test\.argmax"),
     ],
 )
 def test_npz_refusals_name_the_array_and_the_fix(

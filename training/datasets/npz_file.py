@@ -128,9 +128,15 @@ def _labels(path: Path, data: Any, split: str, length: int) -> np.ndarray:
     name = f"y_{split}"
     y = np.asarray(data[name])
     if y.ndim != 1 or len(y) != length:
+        one_hot = y.ndim == 2 and len(y) == length and y.shape[1] > 1
+        fix = (
+            f"class numbers, not one-hot rows: {name}={name}.argmax(axis=1)"
+            if one_hot
+            else f"write it with {_FIX}"
+        )
         raise DatasetError(
             f"{path}: {name} has shape {y.shape}, x_{split} {length} examples; {name} must be "
-            f"({length},), one label an example. Fix: write it with {_FIX}"
+            f"({length},), one label an example. Fix: {fix}"
         )
     if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.floating)) or (
         len(y) and (not np.all(np.isfinite(y)) or np.any(y != np.round(y)) or y.min() < 0)
@@ -181,9 +187,13 @@ def _plan(path: Path, digest: bool) -> Plan:
         ("x_test", test_shape, test_dtype),
     ):
         if len(shape) < 2 or 0 in shape[1:]:
+            fix = (
+                f"one feature an example is a column: {name}={name}.reshape(-1, 1)"
+                if len(shape) == 1
+                else f"write it with {_FIX}"
+            )
             raise DatasetError(
-                f"{path}: {name} has shape {shape}; it must be (examples, ...features). "
-                f"Fix: write it with {_FIX}"
+                f"{path}: {name} has shape {shape}; it must be (examples, ...features). Fix: {fix}"
             )
         if not (np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
             raise DatasetError(
