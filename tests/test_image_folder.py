@@ -234,7 +234,7 @@ def test_folders_that_are_not_datasets_are_refused(tmp_path: Path) -> None:
     (root / "dog").mkdir()
     (root / "dog" / "notes.txt").write_text("no image here")
     message = _refusal(root)
-    assert f"class folder {root}/dog/ holds no image" in message
+    assert f"class folder {root}/dog/ (1 other file in it ignored) holds no image" in message
     cv2.imwrite(str(root / "dog" / "1.png"), digit_image(0, 1))
     assert _plan(root).classes == ["cat", "dog"]
     (root / "train").mkdir()

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from training.datasets import BadExample, DatasetError, Plan, Settings, slug
 from training.datasets._base import test_fraction_problem
+from training.progress import plural
 
 if TYPE_CHECKING:
     import numpy as np
@@ -325,17 +326,28 @@ def _classes(folder: Path) -> tuple[list[_Class], int]:
     """The class folders of ``folder`` with their images; refuses an empty class folder."""
     subfolders, ignored = _subfolders(folder)
     classes = []
+    ignored_in: dict[str, int] = {}
     for sub in subfolders:
         files, skipped = _images(sub)
         ignored += skipped
+        ignored_in[sub.name] = skipped
         classes.append(_Class(sub.name, files))
     empty = [c.name for c in classes if not c.files]
     if empty:
-        shown = ", ".join(f"{folder / name}/" for name in empty)
+        shown = ", ".join(
+            f"{folder / name}/"
+            + (
+                f" ({plural(ignored_in[name], 'other file')} in it ignored)"
+                if ignored_in[name]
+                else ""
+            )
+            for name in empty
+        )
         raise DatasetError(
             f"class folder{'s' if len(empty) > 1 else ''} {shown} "
             f"hold{'' if len(empty) > 1 else 's'} no image ({', '.join(IMAGE_SUFFIXES)} in any "
-            "letter case). Fix: add images of that class, or remove the folder"
+            "letter case; hidden files and other extensions are ignored). Fix: add images of "
+            "that class, or remove the folder"
         )
     if not classes:
         loose = sum(1 for p in folder.iterdir() if p.is_file() and _is_image(p.name))
