@@ -45,6 +45,13 @@ def test_a_csv_has_features_and_examples() -> None:
     )
 
 
+def test_an_npz_of_features_has_examples_and_one_of_pixels_images() -> None:
+    data = {"id": "d-0123456789ab", "name": "d", "kind": "npz", "input_shape": [8, 8]}
+    data |= {"classes": ["a", "b"], "train_examples": 90, "test_examples": 10}
+    assert text(data | {"dtype": "float32"}, "d.npz").endswith("90 train / 10 test examples)")
+    assert text(data | {"dtype": "uint8"}, "d.npz").endswith("90 train / 10 test images)")
+
+
 def test_a_run_recorded_before_datasets_had_ids_is_named_as_given() -> None:
     assert text({}, "mnist_5k") == "mnist_5k"
     assert text(None, "mnist") == "mnist"

@@ -800,6 +800,7 @@ def _prepare_data(args: argparse.Namespace) -> dict[str, object]:
         "dir": str(manifest.path),
         "kind": manifest.kind,
         "input_shape": list(manifest.input_shape),
+        "dtype": manifest.dtype,
         "classes": list(manifest.classes),
         "train_examples": manifest.train.examples,
         "test_examples": manifest.test.examples,

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from training.datasets._base import input_kind
 from training.progress import PROGRESS_FILE, epoch_line, newest_epochs, plural, read_events
 
 #: Width of the label column; "learning rate" and "test accuracy" are the longest labels.
@@ -61,13 +62,13 @@ def dataset_text(data: Mapping[str, Any] | None, spec: str) -> str:
     Returns:
         ``'<name> (<n> classes, <H>x<W>[x<C>]; <train> train / <test> test images[; <k> files
         skipped][; <m> other files ignored])'``; for 1-D features (a CSV's rows) ``<n>
-        features`` and "examples".
+        features``, and "examples" for examples that are not pixels (:func:`_unit`).
     """
     if not data or "id" not in data:
         return str(spec)
     name = str(data.get("name") or _ID_KEY.sub("", str(data["id"])))
     shape = [int(n) for n in data.get("input_shape", [])]
-    unit = "images" if len(shape) >= 2 else "examples"
+    unit = _unit(data)
     classes = len(data.get("classes", []))
     described = [f"{classes} {'class' if classes == 1 else 'classes'}"]
     if len(shape) == 1:
@@ -87,6 +88,16 @@ def dataset_text(data: Mapping[str, Any] | None, spec: str) -> str:
         # Files of other types (a .webp, a .heic, notes): the user sees that some were left out.
         parts.append(f"{plural(ignored, 'other file')} ignored")
     return f"{name} ({'; '.join(parts)})"
+
+
+def _unit(data: Mapping[str, Any]) -> str:
+    """What a dataset's examples are called: ``images`` (pixels), else ``examples``.
+
+    A CSV's rows and an ``.npz``'s features other than ``uint8`` pixels of an
+    image's shape are examples (:func:`training.datasets._base.input_kind`).
+    """
+    shape = list(data.get("input_shape", []))
+    return "images" if len(shape) >= 2 and input_kind(dict(data)) == "images" else "examples"
 
 
 def per_class_text(per_class: Mapping[str, float | None] | None) -> str:
@@ -185,9 +196,7 @@ def run_lines(
     """
     m = metrics
     data = record.get("data") or {}
-    shape = data.get("input_shape") or [28, 28]
-    # A CSV's rows are examples; everything of two or more dimensions an image.
-    unit = "examples" if len(shape) == 1 else "images"
+    unit = _unit(data) if data else "images"  # a run recorded before datasets had ids: MNIST
     rule = f" ({m['learning_rate_rule']})" if m.get("learning_rate_rule") else ""
     wire = m.get("config", {}).get("all_reduce_dtype", "float32")
     wire = f", {wire} all-reduce" if wire != "float32" else ""
