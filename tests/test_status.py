@@ -178,6 +178,26 @@ def test_stop_of_a_run_whose_tasks_never_started_records_it_stopped(tmp_path: Pa
     )
 
 
+def test_stop_without_a_run_stops_the_one_train_yml_is_starting(tmp_path: Path) -> None:
+    # train.yml has recorded r2 and is still checking the nodes; runs/latest is the run before.
+    old = recorded_run(tmp_path, state="succeeded", reason="chief worker-0 exited with code 0")
+    (tmp_path / "latest").symlink_to(old.name)
+    starting = tmp_path / "r2"
+    starting.mkdir()
+    record = {**RECORD, "run_id": "r2", "state": "running", "reason": ""}
+    (starting / "run.json").write_text(json.dumps(record | {"started": RECORD["started"] + 60}))
+    result = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "Run r2 had not started any task" in " ".join(result.stdout.split())
+    assert json.loads((starting / "run.json").read_text())["state"] == "stopped"
+    assert json.loads((old / "run.json").read_text())["state"] == "succeeded"
+    # Nothing is starting: the message says where a train.yml still checking is stopped.
+    result = run_playbook("stop.yml", "-e", f"training_run_runs_dir={tmp_path}")
+    text = " ".join(result.stdout.split())
+    assert "Run r1 already ended (succeeded)" in text
+    assert "A train.yml still checking the cluster has recorded no run yet: Ctrl-C" in text
+
+
 def orphaned_run(tmp_path: Path) -> Path:
     """A local run recorded as running whose launcher and tasks were killed (kill -9): no
     train.yml saw the end."""

@@ -538,6 +538,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--takes", choices=("csv", "images"), help="only runs whose model takes this input"
     )
     runs.add_argument(
+        "--starting",
+        action="store_true",
+        help="the run train.yml has recorded but not yet pointed latest at, as JSON (or null)",
+    )
+    runs.add_argument(
         "--variant",
         default="float32",
         help="with --check: the TFLite variant the run must have exported (default %(default)s)",
@@ -1092,6 +1097,11 @@ def _dispatch(args: argparse.Namespace) -> int:
             except PredictError as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2
+            return 0
+        if args.starting:
+            from training.status import starting_run
+
+            print(json.dumps(starting_run(args.runs_dir)))
             return 0
         print(json.dumps(newest_runs(args.runs_dir, args.newest, args.having, args.takes)))
         return 0

@@ -269,3 +269,36 @@ def newest_runs(
     ]
     runs.sort(key=lambda f: f.stat().st_mtime, reverse=True)
     return [f.name for f in runs[:count]]
+
+
+def starting_run(runs_dir: Path, latest: str = "latest") -> str | None:
+    """The id of a run train.yml has recorded but not yet pointed ``latest`` at, or None.
+
+    train.yml records a run (``run.json``, state ``running``) before it
+    starts the tasks, and points ``runs/latest`` at it once they run: in
+    between, stop.yml and status.yml without ``-e run`` would act on the run
+    before it. The newest such run started no earlier than ``latest``'s.
+    """
+
+    def record(folder: Path) -> dict[str, Any]:
+        try:
+            data = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    link = runs_dir / latest
+    current = link.resolve() if link.is_symlink() else None
+    since = float(record(current).get("started") or 0) if current else 0.0
+    for name in newest_runs(runs_dir, 5):
+        folder = runs_dir / name
+        data = record(folder)
+        started = data.get("started")
+        if (
+            folder.resolve() != current
+            and data.get("state") == "running"
+            and isinstance(started, (int, float))
+            and started >= since
+        ):
+            return name
+    return None
