@@ -162,6 +162,7 @@ def test_a_csv_trains_with_a_model_file_from_another_folder(work: Path, tmp_path
     )
     assert out.endswith("rc=0"), out[-3000:]
     assert f"{model} on iris (3 classes, 4 features; 120 train / 30 test" in out
+    assert "training started: my_model.py with multi_worker_mirrored" in out
     run = runs / "latest"
     # The run keeps what it trained: the model file and the module it imports.
     assert (run / "model" / "my_model.py").read_text() == MY_MODEL

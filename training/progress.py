@@ -117,8 +117,11 @@ def describe(events: list[dict[str, Any]]) -> str:
     if last["event"] == "start" and "script" in start:
         return f"{start['script']} started on {plural(len(start.get('tasks', [])), 'task')}"
     if last["event"] == "start":
+        model = str(start.get("model"))
         return (
-            f"training started: {start.get('model')} with {start.get('strategy')} on "
+            # A model file's copy in the run folder: its name says which.
+            f"training started: {Path(model).name if '/' in model else model} with "
+            f"{start.get('strategy')} on "
             f"{plural(len(start.get('tasks', [])), 'task')}, "
             f"{plural(epochs, 'epoch')} of {plural(steps, 'step')}"
         )
