@@ -537,6 +537,14 @@ def test_a_build_without_the_shape_parameters_still_builds(tmp_path: Path) -> No
             "shape (13,) and gives 7 outputs.",
             "Fix: end it with keras.layers.Dense(num_classes) (logits), and let build() receive",
         ),
+        (
+            "keras.Input(shape=(13,)), keras.layers.Dense(3, activation='softmax')",
+            ((13,), 3),
+            "the model's last layer (dense",
+            "applies softmax, but a model gives logits: compile_model's loss takes logits, and "
+            "predict and the export apply softmax themselves. Fix: end it with "
+            "keras.layers.Dense(num_classes) (logits), without activation='softmax'",
+        ),
     ],
 )
 def test_check_model_refuses_a_model_the_data_does_not_fit_naming_both(

@@ -389,9 +389,10 @@ def check_model(
     Raises:
         UnknownModelError: as :func:`build`.
         ModelError: ``build`` refuses the shape or fails (as :func:`build`),
-            or the model takes no example of ``input_shape`` or gives other
-            than ``num_classes`` outputs; the message names the model file,
-            the dataset's shape and class count, the model's, and the fix.
+            or the model takes no example of ``input_shape``, gives other
+            than ``num_classes`` outputs or ends in softmax, not logits; the
+            message names the model file, the dataset's shape and class
+            count, the model's, and the fix.
     """
     import numpy as np
 
@@ -421,6 +422,16 @@ def check_model(
         raise ModelError(
             f"{_where(name)}: the model gives outputs of shape {out} for one example, not one "
             f"logit per class: {both}. Fix: {end}{receive}"
+        )
+    last = model.layers[-1] if getattr(model, "layers", None) else None
+    activation = getattr(getattr(last, "activation", None), "__name__", "")
+    if last is not None and (activation == "softmax" or type(last).__name__ == "Softmax"):
+        # Cross-entropy on logits of probabilities learns slowly and badly, and predict and
+        # the TFLite export apply softmax once more.
+        raise ModelError(
+            f"{_where(name)}: the model's last layer ({last.name}) applies softmax, but a "
+            "model gives logits: compile_model's loss takes logits, and predict and the "
+            f"export apply softmax themselves. Fix: {end}, without activation='softmax'"
         )
 
 
