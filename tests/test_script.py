@@ -56,6 +56,10 @@ def _script(tmp_path: Path, text: str, name: str = "train.py") -> Path:
         ("import keras\n", "line 1: imports Keras 3 (keras)"),
         ("import os\nfrom keras.layers import Dense\n", "line 2: imports Keras 3 (keras.layers)"),
         ("def f(:\n", "line 1: "),
+        (
+            "import os\nimport myhelper\n",
+            "line 2: imports myhelper, which is neither beside the script",
+        ),
     ],
 )
 def test_a_script_that_cannot_train_is_refused_naming_its_line(tmp_path, text, expected):
@@ -63,6 +67,14 @@ def test_a_script_that_cannot_train_is_refused_naming_its_line(tmp_path, text, e
     with pytest.raises(ScriptError, match="fix:") as e:
         check_script(path)
     assert f"{path} {expected}" in str(e.value)
+
+
+def test_an_optional_import_and_the_modules_beside_the_script_are_taken(tmp_path):
+    (tmp_path / "myhelper.py").write_text("import numpy\n")
+    (tmp_path / "pkg").mkdir()
+    text = "import myhelper, pkg.io, tensorflow\n"
+    text += "try:\n    import picamera2\nexcept ImportError:\n    picamera2 = None\n"
+    check_script(_script(tmp_path, text))
 
 
 def test_a_missing_script_is_refused(tmp_path):

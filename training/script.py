@@ -36,6 +36,7 @@ exit code, wall time and the files it wrote.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -113,6 +114,9 @@ def split_args(text: str) -> list[str]:
 def check_script(path: Path) -> None:
     """Refuse a script, or a module it takes along, that does not parse or imports Keras 3.
 
+    Or that imports a module neither beside the script nor installed: it
+    would fail at each start of each task, to the restart limit.
+
     ``import keras`` and ``from keras ...`` give Keras 3, whose models do not
     train under tf.distribute's multi-worker strategies; tf-keras (``import
     tf_keras as keras``, or ``tf.keras`` with ``TF_USE_LEGACY_KERAS=1``,
@@ -127,13 +131,18 @@ def check_script(path: Path) -> None:
         raise ScriptError(
             f"{path} is not a file; fix: give -e script=<a .py file on the control node>"
         )
-    _check_source(path)
+    _check_source(path, path.parent)
     for module in local_modules(path):
-        _check_source(path.parent / module)
+        _check_source(path.parent / module, path.parent)
 
 
-def _check_source(path: Path) -> None:
-    """Refuse a Python file that does not parse or imports Keras 3 (:func:`check_script`)."""
+def _check_source(path: Path, root: Path) -> None:
+    """Refuse a Python file that does not parse, imports Keras 3 or a module not there.
+
+    A module is there beside the script (in ``root``, its folder) or
+    installed (:func:`importlib.util.find_spec`); an import inside ``try:``
+    is left to the file, as an optional one (:func:`check_script`).
+    """
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except SyntaxError as e:
@@ -149,6 +158,32 @@ def _check_source(path: Path) -> None:
                 "multi-worker strategies do not train; fix: import tf_keras as keras, or use "
                 "tf.keras (tasks set TF_USE_LEGACY_KERAS=1)"
             )
+    guarded = {
+        id(node)
+        for attempt in ast.walk(tree)
+        if isinstance(attempt, ast.Try)
+        for statement in attempt.body
+        for node in ast.walk(statement)
+    }
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in guarded:
+            continue  # try: import x / except ImportError: an optional module
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module]
+            if node.level == 0 and node.module
+            else []
+        )
+        for top in {n.split(".")[0] for n in names}:
+            beside = (root / f"{top}.py").is_file() or (root / top).is_dir()
+            if not beside and importlib.util.find_spec(top) is None:
+                raise ScriptError(
+                    f"{path} line {node.lineno}: imports {top}, which is neither beside the "
+                    f"script ({root / top}.py or the package folder {root / top}/) nor installed; "
+                    f"fix: put {top}.py beside it, or correct the import (the nodes have the "
+                    "packages of the project's requirements.txt)"
+                )
 
 
 def _absolute_imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
