@@ -490,6 +490,23 @@ def test_a_broken_model_file_is_named_with_the_fix(
     assert message.format(path=path) in str(err.value)
 
 
+def test_a_model_files_helper_that_is_missing_or_broken_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "uses_blocks.py"
+    path.write_text("import os\nfrom blocks import cnn\n")
+    with pytest.raises(models.ModelError) as missing:
+        models.get(str(path))
+    assert f"{path}, line 2 cannot be imported: ModuleNotFoundError" in str(missing.value)
+    assert "Fix: put blocks.py (or the package folder blocks/) beside uses_blocks.py" in str(
+        missing.value
+    )
+    (tmp_path / "blocks.py").write_text("def cnn(:\n")
+    with pytest.raises(models.ModelError) as broken:
+        models.get(str(path))
+    assert str(broken.value).startswith(
+        f"{tmp_path / 'blocks.py'}, line 1, imported by {path} (line 2): SyntaxError: "
+    )
+
+
 def test_a_model_file_that_is_no_python_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "model.txt").write_text("")
     with pytest.raises(models.UnknownModelError, match=r"model\.txt is not a \.py file\. Fix"):

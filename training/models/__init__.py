@@ -101,9 +101,23 @@ def _import_error(where: str, is_the_file: Callable[[str], bool], err: Exception
     for frame in traceback.extract_tb(err.__traceback__):
         if is_the_file(frame.filename):
             lineno = frame.lineno  # the module's own line that raised
+    fix = "correct the module there"
+    if isinstance(err, SyntaxError) and err.filename and not is_the_file(err.filename):
+        # A module it imports (one beside it) does not parse: that file and line.
+        return ModelError(
+            f"{err.filename}, line {err.lineno}, imported by {where}"
+            f"{f' (line {lineno})' if lineno else ''}: SyntaxError: {err.msg}. "
+            "Fix: correct that line"
+        )
+    if isinstance(err, ModuleNotFoundError) and err.name and "." not in err.name:
+        fix = (
+            f"put {err.name}.py (or the package folder {err.name}/) beside {Path(where).name}, "
+            "or correct the import; the nodes have the packages of the project's "
+            "requirements.txt"
+        )
     return ModelError(
         f"{where}{f', line {lineno}' if lineno else ''} cannot be imported: "
-        f"{type(err).__name__}: {err}. Fix: correct the module there"
+        f"{type(err).__name__}: {err}. Fix: {fix}"
     )
 
 
