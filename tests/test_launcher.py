@@ -528,3 +528,17 @@ def test_a_run_whose_ports_another_launcher_holds_starts_nothing(tmp_path: Path)
     finally:
         first.terminate()
         first.wait(timeout=60)
+
+
+def test_a_failed_tasks_last_lines_leave_out_tensorflows_start_up_notes(tmp_path: Path) -> None:
+    # A task restarted once: its log repeats TensorFlow's start-up notes before each failure.
+    start = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1796678009.489584    4311 port.cc:153] oneDNN custom operations are on.",
+        "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow",
+    ]
+    failure = ["Traceback (most recent call last):", '  File "train.py", line 2, in <module>']
+    failure += ["ModuleNotFoundError: No module named 'camera'"]
+    log = tmp_path / "worker-1.log"
+    log.write_text("\n".join(start + failure + start + failure) + "\n")
+    assert follow_module.tail(log, 4).splitlines() == [failure[-1], *failure]

@@ -9,6 +9,7 @@ from systemd, for the chief's unit (nodes); its progress from the chief's
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -36,8 +37,17 @@ MAX_EPOCH_LINES = 3
 MAX_LOG_LINES = 4
 
 
+#: TensorFlow's start-up lines, which a failed task's last lines leave out: its
+#: C++ info logging (``I0000 00:00:...``, oneDNN and CPU-instruction notes) and
+#: absl's note. Its warnings and errors stay: they may say what failed.
+TF_NOISE = re.compile(
+    r"^(I\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: I "
+    r"|WARNING: All log messages before absl|To enable the following instructions)"
+)
+
+
 def tail(path: Path, lines: int = 15) -> str:
-    """The last ``lines`` lines of a text file, or '' if it is missing."""
+    """The last ``lines`` lines of a text file but :data:`TF_NOISE`, or '' if it is missing."""
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -45,7 +55,26 @@ def tail(path: Path, lines: int = 15) -> str:
             text = handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    kept = [line for line in text.splitlines() if not TF_NOISE.match(line)]
+    return "\n".join(kept[-lines:])
+
+
+def journal_tail(unit: str, lines: int = 15) -> str:
+    """The unit's last journal lines but :data:`TF_NOISE` (needs root or systemd-journal)."""
+    # More lines than asked for: the noise left out leaves enough.
+    argv = ["journalctl", "--unit", unit, f"--lines={lines * 3}", "--output=cat", "--no-pager"]
+    try:
+        out = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    kept = [line for line in out.splitlines() if not TF_NOISE.match(line)]
+    return "\n".join(kept[-lines:])
 
 
 def unit_state(unit: str) -> dict[str, str]:
@@ -69,20 +98,6 @@ def unit_state(unit: str) -> dict[str, str]:
     if state.get("LoadState") == "not-found":
         raise FollowError(f"systemd has no unit {unit}; run site.yml")
     return state
-
-
-def journal_tail(unit: str, lines: int = 15) -> str:
-    """The unit's last journal lines (needs root or the systemd-journal group)."""
-    try:
-        return subprocess.run(
-            ["journalctl", "--unit", unit, "--lines", str(lines), "--output", "cat", "--no-pager"],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
 
 
 def _systemd_status(unit: str, ended: bool) -> tuple[str, str, str]:
