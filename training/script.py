@@ -151,14 +151,32 @@ def _check_source(path: Path, root: Path) -> None:
         ) from None
     except UnicodeDecodeError as e:
         raise ScriptError(f"{path} is not UTF-8 text ({e.reason}); fix: save it as UTF-8") from None
-    for line, name in _absolute_imports(tree):
+    for line, name, _ in _absolute_imports(tree):
         if name == "keras" or name.startswith("keras."):
             raise ScriptError(
                 f"{path} line {line}: imports Keras 3 ({name}), which tf.distribute's "
                 "multi-worker strategies do not train; fix: import tf_keras as keras, or use "
                 "tf.keras (tasks set TF_USE_LEGACY_KERAS=1)"
             )
-    guarded = {
+    for line, name, optional in _absolute_imports(tree):
+        top = name.split(".")[0]
+        beside = (root / f"{top}.py").is_file() or (root / top).is_dir()
+        if not optional and not beside and importlib.util.find_spec(top) is None:
+            raise ScriptError(
+                f"{path} line {line}: imports {top}, which is neither beside the "
+                f"script ({root / top}.py or the package folder {root / top}/) nor installed; "
+                f"fix: put {top}.py beside it, or correct the import (the nodes have the "
+                "packages of the project's requirements.txt)"
+            )
+
+
+def _absolute_imports(tree: ast.AST) -> Iterator[tuple[int, str, bool]]:
+    """(line, module, optional) of each absolute import, ``a.b`` of ``import a.b``.
+
+    ``from a.b import c`` gives ``a.b`` too; an import inside a ``try:`` body
+    is optional (``except ImportError``: a module the file may do without).
+    """
+    optional = {
         id(node)
         for attempt in ast.walk(tree)
         if isinstance(attempt, ast.Try)
@@ -166,34 +184,11 @@ def _check_source(path: Path, root: Path) -> None:
         for node in ast.walk(statement)
     }
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in guarded:
-            continue  # try: import x / except ImportError: an optional module
-        names = (
-            [a.name for a in node.names]
-            if isinstance(node, ast.Import)
-            else [node.module]
-            if node.level == 0 and node.module
-            else []
-        )
-        for top in {n.split(".")[0] for n in names}:
-            beside = (root / f"{top}.py").is_file() or (root / top).is_dir()
-            if not beside and importlib.util.find_spec(top) is None:
-                raise ScriptError(
-                    f"{path} line {node.lineno}: imports {top}, which is neither beside the "
-                    f"script ({root / top}.py or the package folder {root / top}/) nor installed; "
-                    f"fix: put {top}.py beside it, or correct the import (the nodes have the "
-                    "packages of the project's requirements.txt)"
-                )
-
-
-def _absolute_imports(tree: ast.AST) -> Iterator[tuple[int, str]]:
-    """(line, module) of each absolute import: ``a.b`` of ``import a.b``, ``from a.b import c``."""
-    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name
+                yield node.lineno, alias.name, id(node) in optional
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.lineno, node.module
+            yield node.lineno, node.module, id(node) in optional
 
 
 def _imported(path: Path) -> set[str]:
@@ -202,7 +197,7 @@ def _imported(path: Path) -> set[str]:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (SyntaxError, UnicodeDecodeError):
         return set()  # a module that does not parse fails as it would on the control node
-    return {name.split(".")[0] for _, name in _absolute_imports(tree)}
+    return {name.split(".")[0] for _, name, _ in _absolute_imports(tree)}
 
 
 def local_modules(path: Path) -> list[str]:
