@@ -81,7 +81,7 @@ EPOCH_HEADER = re.compile(r"^Epoch (\d+)/(\d+)$")
 #: Keras' progress-bar line: ``16/16 - 1s - loss: 0.70 - accuracy: 0.50`` (verbose 2, at
 #: the epoch's end), ``3/16 [==>...] - ETA: 1s - loss: ...`` (verbose 1, each redraw, which
 #: a pipe gets as a line of its own; the last one, at the epoch's end, has no ETA).
-KERAS_STEPS = re.compile(r"^(\d+)/(\d+|Unknown)\b")
+KERAS_STEPS = re.compile(r"^\d+/(?:\d+|Unknown)\b")
 #: One metric of that line, ``name: value``; not ``ETA: 6s`` or ``571ms/epoch``.
 KERAS_METRIC = re.compile(r"\b([A-Za-z_]\w*): (-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))(?=\s|$)")
 #: A line that goes on TensorFlow's log line before it: Python's warnings print the
@@ -452,10 +452,9 @@ def _files(folder: Path) -> set[str]:
     tasks' event logs in ``tasks/``, which the other tasks of a local run
     start writing as the chief starts.
     """
+    relative = (p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
     return {
-        p.relative_to(folder).as_posix()
-        for p in folder.rglob("*")
-        if p.is_file()
-        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        and p.relative_to(folder).parts[0] != TASKS_DIR
+        r.as_posix()
+        for r in relative
+        if r.parts[0] != TASKS_DIR and not any(part.startswith(".") for part in r.parts)
     }
